@@ -1,0 +1,452 @@
+//! Skill roots and discovery: which `SKILL.md` files exist, in which precedence, with a cheap
+//! fingerprint (size + mtime) per file. Reading and parsing one file is [`load`].
+
+use crate::diagnostic::Diagnostic;
+use crate::frontmatter::{self, SkillMeta};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+/// The file every skill directory holds.
+pub const SKILL_FILE: &str = "SKILL.md";
+/// Directories never descended into.
+pub const SKIP_DIRS: &[&str] = &[".git", "node_modules", "__pycache__", ".venv", "venv"];
+/// How deep below a root a skill directory may sit.
+pub const MAX_DEPTH: usize = 6;
+/// Bytes of one `SKILL.md` read at most; the rest is reported and left out.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// One skill root. Earlier roots win name collisions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Root {
+    pub path: PathBuf,
+    /// Where the root came from (`workspace`, `agents`, `user-agents`, `managed`, `extra`).
+    pub label: String,
+    /// A default root that does not exist is skipped quietly; an explicit one is reported.
+    #[serde(default)]
+    pub explicit: bool,
+}
+
+/// Ordered skill roots, highest precedence first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Roots(pub Vec<Root>);
+
+impl Roots {
+    /// Roots given explicitly (`--skills DIR`, repeatable); the first wins a collision.
+    pub fn explicit<I, P>(dirs: I) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: Into<PathBuf>,
+    {
+        let mut seen = HashSet::new();
+        Roots(
+            dirs.into_iter()
+                .map(|p| absolute(&p.into()))
+                .filter(|p| seen.insert(p.clone()))
+                .map(|path| Root {
+                    path,
+                    label: "extra".to_owned(),
+                    explicit: true,
+                })
+                .collect(),
+        )
+    }
+
+    /// OpenClaw's precedence: `<workspace>/skills` > `<workspace>/.agents/skills` >
+    /// `~/.agents/skills` > `~/.openclaw/skills` > `extra` dirs.
+    pub fn openclaw(workspace: &Path, home: Option<&Path>, extra: &[PathBuf]) -> Self {
+        let ws = absolute(workspace);
+        let mut roots = vec![
+            Root {
+                path: ws.join("skills"),
+                label: "workspace".into(),
+                explicit: false,
+            },
+            Root {
+                path: ws.join(".agents/skills"),
+                label: "agents".into(),
+                explicit: false,
+            },
+        ];
+        if let Some(home) = home {
+            roots.push(Root {
+                path: home.join(".agents/skills"),
+                label: "user-agents".into(),
+                explicit: false,
+            });
+            roots.push(Root {
+                path: home.join(".openclaw/skills"),
+                label: "managed".into(),
+                explicit: false,
+            });
+        }
+        for e in extra {
+            roots.push(Root {
+                path: absolute(e),
+                label: "extra".into(),
+                explicit: true,
+            });
+        }
+        let mut seen = HashSet::new();
+        roots.retain(|r| seen.insert(r.path.clone()));
+        Roots(roots)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Makes a path absolute without resolving symlinks (the user's spelling is kept).
+pub fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// A `SKILL.md` found on disk, before it is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundFile {
+    /// Index into [`Roots`].
+    pub root: usize,
+    /// The skill id: the skill directory relative to its root, `/`-separated.
+    pub rel: String,
+    pub path: PathBuf,
+    pub size: u64,
+    /// Modification time in nanoseconds since the epoch.
+    pub mtime_ns: i64,
+}
+
+/// Walks every root. Deterministic: entries are visited in byte order of their names.
+pub fn discover(roots: &Roots) -> (Vec<FoundFile>, Vec<Diagnostic>) {
+    let mut files = Vec::new();
+    let mut diags = Vec::new();
+    for (idx, root) in roots.0.iter().enumerate() {
+        match std::fs::metadata(&root.path) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                diags.push(Diagnostic::error(
+                    "root-not-dir",
+                    &root.path,
+                    "skill root is not a directory; pass a directory that holds skill folders",
+                ));
+                continue;
+            }
+            Err(e) => {
+                if root.explicit {
+                    diags.push(Diagnostic::error(
+                        "root-missing",
+                        &root.path,
+                        format!("skill root cannot be read ({e}); check the path or remove it from the roots"),
+                    ));
+                }
+                continue;
+            }
+        }
+        let mut visited = HashSet::new();
+        walk(
+            idx,
+            &root.path,
+            &root.path,
+            0,
+            &mut visited,
+            &mut files,
+            &mut diags,
+        );
+    }
+    (files, diags)
+}
+
+fn dir_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+fn walk(
+    root_idx: usize,
+    root: &Path,
+    dir: &Path,
+    depth: usize,
+    visited: &mut HashSet<(u64, u64)>,
+    files: &mut Vec<FoundFile>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    if let Some(id) = dir_identity(dir)
+        && !visited.insert(id)
+    {
+        diags.push(Diagnostic::warning(
+            "symlink-loop",
+            dir,
+            "directory was already visited (symlink loop or duplicate link); skipped",
+        ));
+        return;
+    }
+    let skill_file = dir.join(SKILL_FILE);
+    match std::fs::symlink_metadata(&skill_file) {
+        Ok(_) => {
+            match std::fs::metadata(&skill_file) {
+                Ok(m) if m.is_file() => {
+                    let rel = rel_id(root, dir);
+                    files.push(FoundFile {
+                        root: root_idx,
+                        rel,
+                        path: skill_file,
+                        size: m.len(),
+                        mtime_ns: mtime_ns(&m),
+                    });
+                }
+                Ok(_) => diags.push(Diagnostic::error(
+                    "not-a-file",
+                    &skill_file,
+                    "SKILL.md is not a regular file; skipped",
+                )),
+                Err(e) => diags.push(Diagnostic::error(
+                    "unreadable",
+                    &skill_file,
+                    format!("SKILL.md cannot be read ({e}); skipped"),
+                )),
+            }
+            // A directory with a SKILL.md is a skill: never descend below it.
+            return;
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            diags.push(Diagnostic::error(
+                "unreadable",
+                &skill_file,
+                format!("SKILL.md cannot be read ({e}); skipped"),
+            ));
+            return;
+        }
+        Err(_) => {}
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    let entries = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                "unreadable-dir",
+                dir,
+                format!("directory cannot be listed ({e}); skills below it are missing"),
+            ));
+            return;
+        }
+    };
+    let mut subdirs: Vec<(std::ffi::OsString, PathBuf)> = Vec::new();
+    for entry in entries {
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name();
+        if name.to_str().is_some_and(|n| SKIP_DIRS.contains(&n)) {
+            continue;
+        }
+        let Ok(ft) = entry.file_type() else { continue };
+        let is_dir = if ft.is_symlink() {
+            entry.path().is_dir()
+        } else {
+            ft.is_dir()
+        };
+        if is_dir {
+            subdirs.push((name, entry.path()));
+        }
+    }
+    subdirs.sort();
+    for (_, sub) in subdirs {
+        walk(root_idx, root, &sub, depth + 1, visited, files, diags);
+    }
+}
+
+fn rel_id(root: &Path, dir: &Path) -> String {
+    match dir.strip_prefix(root) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/"),
+        _ => root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "skill".to_owned()),
+    }
+}
+
+pub(crate) fn mtime_ns(m: &std::fs::Metadata) -> i64 {
+    match m.modified() {
+        Ok(t) => match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+            Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
+        },
+        Err(_) => 0,
+    }
+}
+
+/// A skill read from disk.
+#[derive(Debug, Clone)]
+pub struct LoadedSkill {
+    pub meta: SkillMeta,
+    pub body: String,
+    /// Problems with this file; an `Error` one means it is not a usable skill.
+    pub diagnostics: Vec<Diagnostic>,
+    /// False for files that are not skills at all (binary, unreadable).
+    pub valid: bool,
+}
+
+/// Reads and parses one `SKILL.md`, never failing: problems become diagnostics.
+pub fn load(path: &Path, max_bytes: u64) -> LoadedSkill {
+    let dir_name = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "skill".to_owned());
+    let invalid = |d: Diagnostic| LoadedSkill {
+        meta: SkillMeta {
+            name: dir_name.clone(),
+            ..SkillMeta::default()
+        },
+        body: String::new(),
+        diagnostics: vec![d],
+        valid: false,
+    };
+    let mut diagnostics = Vec::new();
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            return invalid(Diagnostic::error(
+                "unreadable",
+                path,
+                format!("SKILL.md cannot be read ({e}); skipped"),
+            ));
+        }
+    };
+    let full_len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(full_len.min(max_bytes) as usize);
+    if let Err(e) = file.take(max_bytes).read_to_end(&mut bytes) {
+        return invalid(Diagnostic::error(
+            "unreadable",
+            path,
+            format!("SKILL.md cannot be read ({e}); skipped"),
+        ));
+    }
+    if bytes.iter().take(8192).any(|b| *b == 0) {
+        return invalid(Diagnostic::error(
+            "binary-file",
+            path,
+            "SKILL.md holds binary data (NUL bytes), not markdown; skipped",
+        ));
+    }
+    let truncated = full_len > max_bytes;
+    if truncated {
+        diagnostics.push(Diagnostic::warning(
+            "too-large",
+            path,
+            format!("SKILL.md is {full_len} bytes; only the first {max_bytes} bytes are indexed"),
+        ));
+    }
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(err) => {
+            let utf8 = err.utf8_error();
+            let mut bytes = err.into_bytes();
+            if truncated && utf8.error_len().is_none() {
+                // Only the cut at the size cap split a character.
+                bytes.truncate(utf8.valid_up_to());
+                String::from_utf8(bytes).unwrap_or_default()
+            } else {
+                diagnostics.push(Diagnostic::warning(
+                    "invalid-utf8",
+                    path,
+                    format!("SKILL.md is not valid UTF-8 (first bad byte at offset {}); bad bytes were replaced", utf8.valid_up_to()),
+                ));
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+        }
+    };
+    let parsed = frontmatter::parse(&text, &dir_name);
+    for (code, message) in parsed.problems {
+        diagnostics.push(Diagnostic::warning(code, path, message));
+    }
+    LoadedSkill {
+        meta: parsed.meta,
+        body: parsed.body,
+        diagnostics,
+        valid: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn skill(dir: &Path, rel: &str, text: &str) {
+        let d = dir.join(rel);
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join(SKILL_FILE), text).unwrap();
+    }
+
+    #[test]
+    fn discovery_is_sorted_stops_at_skills_and_skips_dirs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path();
+        skill(r, "b", "---\nname: b\n---\n");
+        skill(r, "a", "---\nname: a\n---\n");
+        skill(r, "a/nested", "---\nname: hidden-below-a-skill\n---\n");
+        skill(r, "group/c", "---\nname: c\n---\n");
+        skill(r, "node_modules/x", "---\nname: x\n---\n");
+        skill(r, ".git/y", "---\nname: y\n---\n");
+        skill(r, "1/2/3/4/5/6", "---\nname: deep-ok\n---\n");
+        skill(r, "1/2/3/4/5/6b/7", "---\nname: too-deep\n---\n");
+        let (files, diags) = discover(&Roots::explicit([r]));
+        let rels: Vec<_> = files.iter().map(|f| f.rel.as_str()).collect();
+        assert_eq!(rels, ["1/2/3/4/5/6", "a", "b", "group/c"]);
+        assert!(diags.is_empty(), "{diags:?}");
+    }
+
+    #[test]
+    fn missing_explicit_root_is_reported_and_default_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gone = tmp.path().join("gone");
+        let (_, diags) = discover(&Roots::explicit([&gone]));
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].code, "root-missing");
+        assert_eq!(diags[0].path, gone);
+        let (_, diags) = discover(&Roots::openclaw(tmp.path(), Some(tmp.path()), &[]));
+        assert!(diags.is_empty());
+    }
+
+    #[test]
+    fn symlink_loop_is_reported_once_and_walk_terminates() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path();
+        skill(r, "real/s", "---\nname: s\n---\n");
+        std::os::unix::fs::symlink(r.join("real"), r.join("real/loop")).unwrap();
+        let (files, diags) = discover(&Roots::explicit([r]));
+        assert_eq!(files.len(), 1);
+        assert!(diags.iter().any(|d| d.code == "symlink-loop"), "{diags:?}");
+    }
+
+    #[test]
+    fn load_rejects_binary_and_repairs_bad_utf8_and_caps_size() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("bin/SKILL.md");
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, b"\x7fELF\x00\x00\x01").unwrap();
+        let l = load(&p, 1024);
+        assert!(!l.valid);
+        assert_eq!(l.diagnostics[0].code, "binary-file");
+
+        fs::write(&p, b"---\nname: latin\ndescription: caf\xe9\n---\nbody").unwrap();
+        let l = load(&p, 1024);
+        assert!(l.valid);
+        assert_eq!(l.meta.description, "caf\u{fffd}");
+        assert_eq!(l.diagnostics[0].code, "invalid-utf8");
+
+        let big = format!("---\nname: big\n---\n{}", "é".repeat(600));
+        fs::write(&p, big).unwrap();
+        let l = load(&p, 101);
+        assert!(l.valid);
+        assert_eq!(l.diagnostics.len(), 1, "{:?}", l.diagnostics);
+        assert_eq!(l.diagnostics[0].code, "too-large");
+        assert_eq!(l.meta.name, "big");
+    }
+}

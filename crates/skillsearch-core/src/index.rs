@@ -1,0 +1,715 @@
+//! The persistent index: one tantivy index per set of roots under `$SKILLSEARCH_HOME/indexes/`.
+//!
+//! Every `SKILL.md` found is one document whose fast fields hold its path, size and mtime, so a
+//! fresh process compares the disk against the index without reading any skill body, and only
+//! re-reads what changed. A tantivy commit is atomic: readers see the previous commit until the
+//! next one lands, and a build killed midway leaves the previous commit serving.
+
+use crate::corpus::{self, FoundFile, Roots};
+use crate::diagnostic::Diagnostic;
+use crate::error::{Error, Result};
+use crate::frontmatter::SkillMeta;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tantivy::collector::DocSetCollector;
+use tantivy::query::TermQuery;
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
+    TextOptions, Value as _,
+};
+use tantivy::{
+    Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term, doc,
+};
+
+/// Bumped whenever the schema or the analyzer changes; a new version builds a new index.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// How the index is built.
+#[derive(Debug, Clone)]
+pub struct IndexConfig {
+    /// `$SKILLSEARCH_HOME`; indexes live under `<home>/indexes/`.
+    pub home: PathBuf,
+    /// Bytes of one `SKILL.md` read at most.
+    pub max_file_bytes: u64,
+    /// Characters of the body indexed (0 leaves the body out of the index).
+    pub body_chars: usize,
+    /// Indexing threads for full builds.
+    pub threads: usize,
+}
+
+impl IndexConfig {
+    pub fn new(home: impl Into<PathBuf>) -> Self {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4);
+        IndexConfig {
+            home: home.into(),
+            max_file_bytes: corpus::DEFAULT_MAX_FILE_BYTES,
+            body_chars: 20_000,
+            threads,
+        }
+    }
+}
+
+/// When a search first re-checks the disk against the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refresh {
+    /// Walk the roots every time.
+    Always,
+    /// Walk the roots when the last check is older than this.
+    IfOlderThan(Duration),
+    /// Use the index as it is (it is still built when missing).
+    Never,
+}
+
+/// Progress of a build, for a caller that draws a bar.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress {
+    /// The walk found this many files to (re)read.
+    Start { to_read: usize },
+    /// This many have been read and indexed.
+    Read { done: usize },
+}
+
+/// What one refresh did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RefreshReport {
+    pub added: usize,
+    pub updated: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+    /// Set when the index was rebuilt from nothing, with the reason.
+    pub rebuilt: Option<String>,
+    /// Another process held the writer lock; the index was served as it was.
+    pub locked: bool,
+    pub elapsed_ms: f64,
+    /// Problems met by the walk and by files read this time.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fields {
+    pub(crate) path: Field,
+    pub(crate) root: Field,
+    pub(crate) rel: Field,
+    pub(crate) size: Field,
+    pub(crate) mtime: Field,
+    pub(crate) valid: Field,
+    pub(crate) has_diag: Field,
+    pub(crate) name: Field,
+    pub(crate) name_key: Field,
+    pub(crate) description: Field,
+    pub(crate) body: Field,
+    pub(crate) meta: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = |stored: bool| {
+        let idx = TextFieldIndexing::default()
+            .set_tokenizer(crate::analyzer::ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqs);
+        let o = TextOptions::default().set_indexing_options(idx);
+        if stored { o.set_stored() } else { o }
+    };
+    let f = Fields {
+        path: b.add_text_field("path", STRING | STORED | FAST),
+        root: b.add_u64_field("root", INDEXED | STORED | FAST),
+        rel: b.add_text_field("rel", STRING | STORED | FAST),
+        size: b.add_u64_field("size", FAST),
+        mtime: b.add_i64_field("mtime", FAST),
+        valid: b.add_u64_field("valid", INDEXED | FAST),
+        has_diag: b.add_u64_field("has_diag", INDEXED | FAST),
+        name: b.add_text_field("name", text(false)),
+        name_key: b.add_text_field("name_key", STRING | FAST),
+        description: b.add_text_field("description", text(false)),
+        body: b.add_text_field("body", text(false)),
+        meta: b.add_text_field("meta", STORED),
+    };
+    (b.build(), f)
+}
+
+/// What is stored per document besides the fast fields.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct StoredMeta {
+    pub meta: SkillMeta,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct State {
+    format: u32,
+    roots: Roots,
+    verified_at_ms: u64,
+    #[serde(default)]
+    walk_diagnostics: Vec<Diagnostic>,
+}
+
+/// One document's identity, read from fast fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocKey {
+    pub root: usize,
+    pub rel: String,
+    pub path: PathBuf,
+    pub name: String,
+    pub valid: bool,
+    pub has_diag: bool,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i64,
+    pub(crate) address: tantivy::DocAddress,
+}
+
+/// An opened skill index over a fixed set of roots.
+pub struct SkillIndex {
+    pub(crate) roots: Roots,
+    dir: PathBuf,
+    cfg: IndexConfig,
+    index: Index,
+    reader: IndexReader,
+    pub(crate) f: Fields,
+    state: State,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The directory that holds the index for `roots`.
+pub fn index_dir(home: &Path, roots: &Roots) -> PathBuf {
+    let mut h = Sha256::new();
+    h.update(FORMAT_VERSION.to_le_bytes());
+    for r in &roots.0 {
+        h.update(r.path.as_os_str().as_encoded_bytes());
+        h.update([0]);
+    }
+    let digest = h.finalize();
+    let key: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    home.join("indexes")
+        .join(format!("v{FORMAT_VERSION}-{key}"))
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+impl SkillIndex {
+    /// Opens the index for `roots`, building it when missing and rebuilding it when it is
+    /// corrupt, then refreshes it according to `refresh`. The report is `None` when the disk was
+    /// not checked.
+    pub fn open(
+        roots: &Roots,
+        cfg: &IndexConfig,
+        refresh: Refresh,
+        progress: &dyn Fn(Progress),
+    ) -> Result<(SkillIndex, Option<RefreshReport>)> {
+        let dir = index_dir(&cfg.home, roots);
+        let (mut idx, rebuilt) = match Self::open_existing(roots, cfg, &dir) {
+            Ok(Some(idx)) => (idx, None),
+            Ok(None) => (
+                Self::create(roots, cfg, &dir)?,
+                Some("no index yet".to_owned()),
+            ),
+            Err(reason) => {
+                tracing::warn!(target: "index", dir = %dir.display(), %reason, "index is unusable; rebuilding");
+                let _ = std::fs::remove_dir_all(&dir);
+                (
+                    Self::create(roots, cfg, &dir)?,
+                    Some(format!("previous index was unusable ({reason})")),
+                )
+            }
+        };
+        let stale = match refresh {
+            _ if rebuilt.is_some() => true,
+            Refresh::Always => true,
+            Refresh::Never => false,
+            Refresh::IfOlderThan(age) => {
+                now_ms().saturating_sub(idx.state.verified_at_ms) > age.as_millis() as u64
+            }
+        };
+        if !stale {
+            return Ok((idx, None));
+        }
+        let mut report = idx.refresh(progress)?;
+        if let Some(r) = rebuilt {
+            report.rebuilt = Some(r.clone());
+            if r != "no index yet" {
+                report.diagnostics.insert(
+                    0,
+                    Diagnostic::warning(
+                        "index-rebuilt",
+                        &dir,
+                        format!("{r}; rebuilt from the skill files"),
+                    ),
+                );
+            }
+        }
+        Ok((idx, Some(report)))
+    }
+
+    /// `Ok(None)`: no index there. `Err(reason)`: something is there but unusable.
+    fn open_existing(
+        roots: &Roots,
+        cfg: &IndexConfig,
+        dir: &Path,
+    ) -> Result<Option<SkillIndex>, String> {
+        let state_path = dir.join("state.json");
+        let tdir = dir.join("tantivy");
+        if !tdir.join("meta.json").exists() {
+            return if dir.exists() {
+                Err("index directory has no committed index".into())
+            } else {
+                Ok(None)
+            };
+        }
+        let state: State = match std::fs::read(&state_path) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|e| format!("state.json is corrupt: {e}"))?
+            }
+            Err(e) => return Err(format!("state.json cannot be read: {e}")),
+        };
+        if state.format != FORMAT_VERSION || state.roots != *roots {
+            return Err("state.json belongs to another format or root set".into());
+        }
+        let index = Index::open_in_dir(&tdir).map_err(|e| e.to_string())?;
+        let (_, f) = schema();
+        if index.schema() != schema().0 {
+            return Err("schema differs".into());
+        }
+        index
+            .tokenizers()
+            .register(crate::analyzer::ANALYZER, crate::analyzer::analyzer());
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| e.to_string())?;
+        let idx = SkillIndex {
+            roots: roots.clone(),
+            dir: dir.to_path_buf(),
+            cfg: cfg.clone(),
+            index,
+            reader,
+            f,
+            state,
+        };
+        // Touch every segment's fast fields so a truncated file is caught here, not mid-query.
+        idx.doc_keys().map_err(|e| e.to_string())?;
+        Ok(Some(idx))
+    }
+
+    fn create(roots: &Roots, cfg: &IndexConfig, dir: &Path) -> Result<SkillIndex> {
+        let tdir = dir.join("tantivy");
+        std::fs::create_dir_all(&tdir).map_err(|e| Error::io(&tdir, e))?;
+        let (schema, f) = schema();
+        let index = Index::create_in_dir(&tdir, schema).map_err(|e| Error::Index {
+            path: tdir.clone(),
+            source: e,
+        })?;
+        index
+            .tokenizers()
+            .register(crate::analyzer::ANALYZER, crate::analyzer::analyzer());
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| Error::Index {
+                path: tdir.clone(),
+                source: e,
+            })?;
+        let state = State {
+            format: FORMAT_VERSION,
+            roots: roots.clone(),
+            verified_at_ms: 0,
+            walk_diagnostics: vec![],
+        };
+        write_atomic(
+            &dir.join("state.json"),
+            &serde_json::to_vec_pretty(&state).unwrap_or_default(),
+        )?;
+        Ok(SkillIndex {
+            roots: roots.clone(),
+            dir: dir.to_path_buf(),
+            cfg: cfg.clone(),
+            index,
+            reader,
+            f,
+            state,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn roots(&self) -> &Roots {
+        &self.roots
+    }
+
+    /// Problems the last walk met (missing roots, loops, unreadable directories).
+    pub fn walk_diagnostics(&self) -> &[Diagnostic] {
+        &self.state.walk_diagnostics
+    }
+
+    pub(crate) fn searcher(&self) -> Searcher {
+        self.reader.searcher()
+    }
+
+    pub(crate) fn index_err(&self, e: tantivy::TantivyError) -> Error {
+        Error::Index {
+            path: self.dir.clone(),
+            source: e,
+        }
+    }
+
+    /// Every live document's identity, in precedence order (root, then id).
+    pub fn doc_keys(&self) -> Result<Vec<DocKey>> {
+        let searcher = self.searcher();
+        let mut out = Vec::with_capacity(searcher.num_docs() as usize);
+        for (seg_ord, seg) in searcher.segment_readers().iter().enumerate() {
+            let ff = seg.fast_fields();
+            let e = |e: tantivy::TantivyError| self.index_err(e);
+            let root = ff.u64("root").map_err(e)?;
+            let size = ff.u64("size").map_err(e)?;
+            let valid = ff.u64("valid").map_err(e)?;
+            let has_diag = ff.u64("has_diag").map_err(e)?;
+            let mtime = ff.i64("mtime").map_err(e)?;
+            let str_col = |name: &str| {
+                ff.str(name)
+                    .map_err(|err| self.index_err(err))?
+                    .ok_or_else(|| Error::Format {
+                        what: "index",
+                        path: self.dir.clone(),
+                        message: format!("fast field `{name}` missing"),
+                    })
+            };
+            let path = str_col("path")?;
+            let rel = str_col("rel")?;
+            let name_key = ff.str("name_key").map_err(|err| self.index_err(err))?;
+            let alive = seg.alive_bitset();
+            let mut buf = String::new();
+            let mut read = |col: &tantivy::columnar::StrColumn, doc: u32| -> Result<String> {
+                buf.clear();
+                if let Some(ord) = col.ords().first(doc) {
+                    col.ord_to_str(ord, &mut buf)
+                        .map_err(|e| Error::io(&self.dir, e))?;
+                }
+                Ok(buf.clone())
+            };
+            for doc in 0..seg.max_doc() {
+                if alive.is_some_and(|a| !a.is_alive(doc)) {
+                    continue;
+                }
+                out.push(DocKey {
+                    root: root.first(doc).unwrap_or(0) as usize,
+                    rel: read(&rel, doc)?,
+                    path: PathBuf::from(read(&path, doc)?),
+                    name: match &name_key {
+                        Some(c) => read(c, doc)?,
+                        None => String::new(),
+                    },
+                    valid: valid.first(doc) == Some(1),
+                    has_diag: has_diag.first(doc) == Some(1),
+                    size: size.first(doc).unwrap_or(0),
+                    mtime_ns: mtime.first(doc).unwrap_or(0),
+                    address: tantivy::DocAddress::new(seg_ord as u32, doc),
+                });
+            }
+        }
+        out.sort_by(|a, b| (a.root, &a.rel).cmp(&(b.root, &b.rel)));
+        Ok(out)
+    }
+
+    /// Re-checks the disk and applies every add, edit, delete and rename in one commit.
+    pub fn refresh(&mut self, progress: &dyn Fn(Progress)) -> Result<RefreshReport> {
+        let started = Instant::now();
+        let (files, walk_diags) = corpus::discover(&self.roots);
+        let existing: HashMap<PathBuf, (u64, i64)> = self
+            .doc_keys()?
+            .into_iter()
+            .map(|k| (k.path, (k.size, k.mtime_ns)))
+            .collect();
+        let mut report = RefreshReport {
+            diagnostics: walk_diags.clone(),
+            ..RefreshReport::default()
+        };
+        let mut to_read: Vec<&FoundFile> = Vec::new();
+        let mut seen = std::collections::HashSet::with_capacity(files.len());
+        for f in &files {
+            seen.insert(f.path.clone());
+            match existing.get(&f.path) {
+                Some(&(size, mtime)) if size == f.size && mtime == f.mtime_ns => {
+                    report.unchanged += 1
+                }
+                Some(_) => {
+                    report.updated += 1;
+                    to_read.push(f);
+                }
+                None => {
+                    report.added += 1;
+                    to_read.push(f);
+                }
+            }
+        }
+        let removed: Vec<&PathBuf> = existing.keys().filter(|p| !seen.contains(*p)).collect();
+        report.removed = removed.len();
+        if !to_read.is_empty() || !removed.is_empty() {
+            let full_build = existing.is_empty();
+            let threads = if full_build { self.cfg.threads } else { 1 };
+            let heap = if full_build {
+                64_000_000 * threads
+            } else {
+                30_000_000
+            };
+            let mut writer: IndexWriter = match self.index.writer_with_num_threads(threads, heap) {
+                Ok(w) => w,
+                Err(tantivy::TantivyError::LockFailure(..)) => {
+                    report.locked = true;
+                    report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+                    return Ok(report);
+                }
+                Err(e) => return Err(self.index_err(e)),
+            };
+            for p in removed {
+                writer.delete_term(Term::from_field_text(self.f.path, &p.to_string_lossy()));
+            }
+            for f in &to_read {
+                if existing.contains_key(&f.path) {
+                    writer.delete_term(Term::from_field_text(
+                        self.f.path,
+                        &f.path.to_string_lossy(),
+                    ));
+                }
+            }
+            progress(Progress::Start {
+                to_read: to_read.len(),
+            });
+            let new_diags = self.index_files(&writer, &to_read, progress)?;
+            report.diagnostics.extend(new_diags);
+            writer.commit().map_err(|e| self.index_err(e))?;
+            writer
+                .wait_merging_threads()
+                .map_err(|e| self.index_err(e))?;
+            self.reader.reload().map_err(|e| self.index_err(e))?;
+        }
+        self.state.verified_at_ms = now_ms();
+        self.state.walk_diagnostics = walk_diags;
+        write_atomic(
+            &self.dir.join("state.json"),
+            &serde_json::to_vec_pretty(&self.state).unwrap_or_default(),
+        )?;
+        report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+        Ok(report)
+    }
+
+    fn index_files(
+        &self,
+        writer: &IndexWriter,
+        files: &[&FoundFile],
+        progress: &dyn Fn(Progress),
+    ) -> Result<Vec<Diagnostic>> {
+        let n_workers = if files.len() > 256 {
+            self.cfg.threads.max(1)
+        } else {
+            1
+        };
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let chunk = files.len().div_ceil(n_workers).max(1);
+        let results: Vec<Result<Vec<Diagnostic>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = files
+                .chunks(chunk)
+                .map(|part| {
+                    let done = &done;
+                    s.spawn(move || -> Result<Vec<Diagnostic>> {
+                        let mut diags = Vec::new();
+                        for f in part {
+                            let d = self.document(f);
+                            diags.extend(d.1);
+                            writer.add_document(d.0).map_err(|e| self.index_err(e))?;
+                            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Ok(diags)
+                    })
+                })
+                .collect();
+            // Report progress from this thread while the workers run.
+            loop {
+                let finished = handles.iter().all(|h| h.is_finished());
+                progress(Progress::Read {
+                    done: done.load(std::sync::atomic::Ordering::Relaxed),
+                });
+                if finished {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
+                .collect()
+        });
+        let mut all = Vec::new();
+        for r in results {
+            all.extend(r?);
+        }
+        Ok(all)
+    }
+
+    fn document(&self, f: &FoundFile) -> (TantivyDocument, Vec<Diagnostic>) {
+        let loaded = corpus::load(&f.path, self.cfg.max_file_bytes);
+        let body: &str = if self.cfg.body_chars == 0 {
+            ""
+        } else {
+            match loaded.body.char_indices().nth(self.cfg.body_chars) {
+                Some((cut, _)) => &loaded.body[..cut],
+                None => &loaded.body,
+            }
+        };
+        let stored = StoredMeta {
+            meta: loaded.meta.clone(),
+            diagnostics: loaded.diagnostics.clone(),
+        };
+        let meta_json = serde_json::to_string(&stored).unwrap_or_default();
+        let f_ = self.f;
+        let mut d = doc!(
+            f_.path => f.path.to_string_lossy().into_owned(),
+            f_.root => f.root as u64,
+            f_.rel => f.rel.clone(),
+            f_.size => f.size,
+            f_.mtime => f.mtime_ns,
+            f_.valid => u64::from(loaded.valid),
+            f_.has_diag => u64::from(!loaded.diagnostics.is_empty()),
+            f_.meta => meta_json,
+        );
+        if loaded.valid {
+            d.add_text(f_.name, &loaded.meta.name);
+            d.add_text(f_.name_key, &loaded.meta.name);
+            d.add_text(f_.description, &loaded.meta.description);
+            d.add_text(f_.body, body);
+        }
+        (d, loaded.diagnostics)
+    }
+
+    /// The stored metadata of one document.
+    pub(crate) fn stored(
+        &self,
+        searcher: &Searcher,
+        addr: tantivy::DocAddress,
+    ) -> Result<StoredMeta> {
+        let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
+        let json = doc
+            .get_first(self.f.meta)
+            .and_then(|v| v.as_str())
+            .unwrap_or("{}");
+        serde_json::from_str(json).map_err(|e| Error::Format {
+            what: "stored skill",
+            path: self.dir.clone(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Documents holding `name`, in precedence order (the first one is the one that counts).
+    pub(crate) fn docs_named(
+        &self,
+        searcher: &Searcher,
+        name: &str,
+    ) -> Result<Vec<(usize, String)>> {
+        let q = TermQuery::new(
+            Term::from_field_text(self.f.name_key, name),
+            IndexRecordOption::Basic,
+        );
+        let docs = searcher
+            .search(&q, &DocSetCollector)
+            .map_err(|e| self.index_err(e))?;
+        let mut out = Vec::new();
+        for addr in docs {
+            let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
+            let root = doc
+                .get_first(self.f.root)
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0) as usize;
+            let rel = doc
+                .get_first(self.f.rel)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_owned();
+            out.push((root, rel));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Every name held by more than one skill: the winner first, then the shadowed copies.
+    pub fn collisions(&self) -> Result<Vec<Collision>> {
+        let mut by_name: BTreeMap<String, Vec<DocKey>> = BTreeMap::new();
+        for k in self.doc_keys()? {
+            if k.valid {
+                by_name.entry(k.name.clone()).or_default().push(k);
+            }
+        }
+        Ok(by_name
+            .into_iter()
+            .filter(|(_, v)| v.len() > 1)
+            .map(|(name, v)| {
+                let first_root = v[0].root;
+                let (same, later): (Vec<&DocKey>, Vec<&DocKey>) =
+                    v.iter().partition(|k| k.root == first_root);
+                Collision {
+                    name,
+                    winner: v[0].path.clone(),
+                    shadowed: later.iter().map(|k| k.path.clone()).collect(),
+                    same_root: same[1..].iter().map(|k| k.path.clone()).collect(),
+                }
+            })
+            .collect())
+    }
+
+    /// Every diagnostic the index knows: the walk's, each file's, and name collisions.
+    pub fn diagnostics(&self) -> Result<Vec<Diagnostic>> {
+        let mut out = self.state.walk_diagnostics.clone();
+        let searcher = self.searcher();
+        for k in self.doc_keys()? {
+            if k.has_diag {
+                out.extend(self.stored(&searcher, k.address)?.diagnostics);
+            }
+        }
+        for c in self.collisions()? {
+            for s in &c.same_root {
+                out.push(Diagnostic::warning(
+                    "duplicate-name",
+                    s,
+                    format!("skill name `{}` is also used by {} in the same root; both are kept under their own ids", c.name, c.winner.display()),
+                ));
+            }
+            for s in &c.shadowed {
+                out.push(Diagnostic::warning(
+                    "name-collision",
+                    s,
+                    format!(
+                        "skill name `{}` is already taken by {}; this copy is shadowed",
+                        c.name,
+                        c.winner.display()
+                    ),
+                ));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Skills sharing one name. Copies in later roots are shadowed (never offered); other copies in
+/// the winner's own root are kept under their own ids.
+#[derive(Debug, Clone, Serialize)]
+pub struct Collision {
+    pub name: String,
+    pub winner: PathBuf,
+    pub shadowed: Vec<PathBuf>,
+    pub same_root: Vec<PathBuf>,
+}

@@ -1,0 +1,24 @@
+//! The skillsearch engine: discovers skills (`SKILL.md` directories) under ordered roots, keeps a
+//! persistent tantivy index of them, answers queries with field-weighted BM25, gates the hits
+//! the way OpenClaw does, and renders the block a model reads.
+//!
+//! This crate never prints and holds no global state; binaries and host adapters sit on top.
+
+pub mod analyzer;
+pub mod corpus;
+pub mod diagnostic;
+pub mod error;
+pub mod eval;
+pub mod frontmatter;
+pub mod gate;
+pub mod index;
+pub mod render;
+pub mod search;
+pub mod tokens;
+
+pub use corpus::{Root, Roots};
+pub use diagnostic::{Diagnostic, Severity};
+pub use error::{Error, Result};
+pub use gate::GateEnv;
+pub use index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
+pub use search::{Hit, SearchOptions, SearchResult};

@@ -1,0 +1,227 @@
+//! The block a model reads: the reference's exact format, with `{baseDir}` and relative links
+//! resolved against the skill directory, and a token budget that drops whole skills.
+
+use crate::tokens::TokenCounter;
+use regex::Regex;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+/// Default heading of the rendered block.
+pub const HEADING: &str = "# Skills";
+/// The sentence under each skill directory line (a model reads it; pinned by a golden test).
+pub const RELATIVE_REFS_SENTENCE: &str = "Relative refs (e.g. `references/x.md`, `./scripts/y.sh`) resolve under this directory — use the absolute form for read_file / exec.";
+
+/// One skill ready to render.
+#[derive(Debug, Clone)]
+pub struct RenderSkill {
+    pub name: String,
+    pub qualified_id: String,
+    pub skill_dir: Option<PathBuf>,
+    /// The body without frontmatter; refs are resolved by [`render`].
+    pub body: String,
+}
+
+/// The rendered block and what the budget left out.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Rendered {
+    /// Empty when no skill was included.
+    pub text: String,
+    pub included: Vec<String>,
+    /// Skills left out whole because they did not fit the token budget.
+    pub over_budget: Vec<String>,
+}
+
+/// Renders `skills` in order. With a `token_budget`, a skill whose addition would pass it is
+/// left out whole (never cut) and later, smaller skills may still fit.
+pub fn render(
+    skills: &[RenderSkill],
+    heading: &str,
+    token_budget: Option<usize>,
+    counter: &TokenCounter,
+) -> Rendered {
+    let mut out = Rendered::default();
+    let mut parts: Vec<String> = Vec::new();
+    for s in skills {
+        let mut header = format!("### Skill: {}  [{}]\n", s.name, s.qualified_id);
+        if let Some(dir) = &s.skill_dir {
+            header.push_str(&format!(
+                "**Skill directory**: `{}`\n{RELATIVE_REFS_SENTENCE}\n",
+                dir.display()
+            ));
+        }
+        let (body, _) = resolve_refs(&s.body, s.skill_dir.as_deref());
+        let body = body.trim();
+        let mut candidate = parts.clone();
+        candidate.push(header);
+        if !body.is_empty() {
+            candidate.push(body.to_owned());
+        }
+        let text = join(heading, &candidate);
+        if token_budget.is_none_or(|b| counter.fits(&text, b)) {
+            parts = candidate;
+            out.included.push(s.qualified_id.clone());
+        } else {
+            out.over_budget.push(s.qualified_id.clone());
+        }
+    }
+    if !parts.is_empty() {
+        out.text = join(heading, &parts);
+    }
+    out
+}
+
+fn join(heading: &str, parts: &[String]) -> String {
+    format!("{heading}\n\n{}", parts.join("\n\n"))
+}
+
+static LINK: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\[([^\]\n]*)\]\((?:\./|\.\./|/)?((?:references|scripts|assets|examples)/[^)\s]*)\)",
+    )
+    .expect("valid regex")
+});
+static BASEDIR: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\{baseDir\}(/[^\s)`'\x22<>\]]*)?").expect("valid regex"));
+
+/// Splits a link target into (path, trailing punctuation + fragment).
+fn split_target(target: &str) -> (&str, &str) {
+    let cut = target.find(['#', '?']).unwrap_or(target.len());
+    let path = target[..cut].trim_end_matches(['.', ',', ';', ':']);
+    (path, &target[path.len()..])
+}
+
+/// Resolves `{baseDir}` and relative markdown links against `dir`. A link or `{baseDir}/path`
+/// is rewritten only when the file exists; a bare `{baseDir}` always becomes the directory.
+/// Markdown links inside fenced code are left alone; `{baseDir}` is replaced everywhere, since
+/// commands in fences are exactly where a model needs the absolute path. Without a directory
+/// the placeholder is stripped, leaving relative paths. Returns (body, anything resolved).
+pub fn resolve_refs(body: &str, dir: Option<&Path>) -> (String, bool) {
+    let mut out = String::with_capacity(body.len() + 64);
+    let mut resolved = false;
+    let mut in_fence = false;
+    for line in body.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let fence_line = trimmed.starts_with("```") || trimmed.starts_with("~~~");
+        let mut l = BASEDIR
+            .replace_all(line, |c: &regex::Captures<'_>| {
+                let rest = c.get(1).map_or("", |m| m.as_str());
+                let Some(dir) = dir else {
+                    return rest.trim_start_matches('/').to_owned();
+                };
+                if rest.is_empty() {
+                    resolved = true;
+                    return dir.display().to_string();
+                }
+                let (path, _) = split_target(&rest[1..]);
+                if !path.is_empty() && dir.join(path).exists() {
+                    resolved = true;
+                    format!("{}{rest}", dir.display())
+                } else {
+                    c[0].to_owned()
+                }
+            })
+            .into_owned();
+        if !in_fence
+            && !fence_line
+            && let Some(dir) = dir
+        {
+            l = LINK
+                .replace_all(&l, |c: &regex::Captures<'_>| {
+                    let (path, tail) = split_target(&c[2]);
+                    if dir.join(path).exists() {
+                        resolved = true;
+                        format!("[{}]({}/{path}{tail})", &c[1], dir.display())
+                    } else {
+                        c[0].to_owned()
+                    }
+                })
+                .into_owned();
+        }
+        if fence_line {
+            in_fence = !in_fence;
+        }
+        out.push_str(&l);
+    }
+    (out, resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skill(name: &str, qid: &str, dir: Option<&Path>, body: &str) -> RenderSkill {
+        RenderSkill {
+            name: name.into(),
+            qualified_id: qid.into(),
+            skill_dir: dir.map(Path::to_path_buf),
+            body: body.into(),
+        }
+    }
+
+    #[test]
+    fn golden_block() {
+        let c = TokenCounter::new();
+        let r = render(
+            &[
+                skill(
+                    "pdf",
+                    "local/pdf",
+                    Some(Path::new("/s/pdf")),
+                    "\n# PDF\nUse pdftk.\n\n",
+                ),
+                skill("empty", "local/empty", None, "   "),
+            ],
+            HEADING,
+            None,
+            &c,
+        );
+        let expected = "# Skills\n\n### Skill: pdf  [local/pdf]\n**Skill directory**: `/s/pdf`\nRelative refs (e.g. `references/x.md`, `./scripts/y.sh`) resolve under this directory — use the absolute form for read_file / exec.\n\n\n# PDF\nUse pdftk.\n\n### Skill: empty  [local/empty]\n";
+        assert_eq!(r.text, expected);
+        assert_eq!(r.included, ["local/pdf", "local/empty"]);
+        assert_eq!(render(&[], HEADING, None, &c).text, "");
+    }
+
+    #[test]
+    fn budget_drops_whole_skills_and_keeps_later_ones_that_fit() {
+        let c = TokenCounter::new();
+        let big = "lorem ipsum dolor sit amet ".repeat(200);
+        let r = render(
+            &[
+                skill("a", "local/a", None, "small"),
+                skill("b", "local/b", None, &big),
+                skill("c", "local/c", None, "tiny"),
+            ],
+            HEADING,
+            Some(40),
+            &c,
+        );
+        assert_eq!(r.included, ["local/a", "local/c"]);
+        assert_eq!(r.over_budget, ["local/b"]);
+        assert!(!r.text.contains("lorem"));
+        assert!(c.count(&r.text) <= 40);
+    }
+
+    #[test]
+    fn refs_resolve_only_existing_files_outside_fences() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        std::fs::create_dir_all(d.join("references")).unwrap();
+        std::fs::create_dir_all(d.join("scripts")).unwrap();
+        std::fs::write(d.join("references/api.md"), "x").unwrap();
+        std::fs::write(d.join("scripts/run.sh"), "x").unwrap();
+        let body = "See [API](references/api.md#auth), [gone](references/missing.md) and [run](./scripts/run.sh).\n```\n[API](references/api.md)\n{baseDir}/scripts/run.sh --x\n```\nRun `{baseDir}/scripts/run.sh`, not {baseDir}/nope.sh; dir is {baseDir}.\n";
+        let (out, any) = resolve_refs(body, Some(d));
+        let dd = d.display();
+        assert!(any);
+        assert_eq!(
+            out,
+            format!(
+                "See [API]({dd}/references/api.md#auth), [gone](references/missing.md) and [run]({dd}/scripts/run.sh).\n```\n[API](references/api.md)\n{dd}/scripts/run.sh --x\n```\nRun `{dd}/scripts/run.sh`, not {{baseDir}}/nope.sh; dir is {dd}.\n"
+            )
+        );
+        let (out, any) = resolve_refs("run {baseDir}/scripts/run.sh in {baseDir}", None);
+        assert!(!any);
+        assert_eq!(out, "run scripts/run.sh in ");
+    }
+}

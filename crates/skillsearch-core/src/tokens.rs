@@ -1,0 +1,110 @@
+//! Token accounting: exact counts with the o200k BPE (embedded in `tiktoken-rs`, no network), and
+//! the character cost of OpenClaw's skills catalog, so `stats` can show what listing every skill
+//! costs next to what a top-k injection costs.
+
+use std::sync::OnceLock;
+use tiktoken_rs::CoreBPE;
+
+/// Counts tokens. The BPE tables take ~0.3 s to load, so they are loaded on first use only, and
+/// callers that can prove a text fits (bytes ≥ tokens) never load them.
+#[derive(Default)]
+pub struct TokenCounter {
+    bpe: OnceLock<Option<CoreBPE>>,
+}
+
+impl TokenCounter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Exact o200k token count (falls back to bytes/4, rounded up, if the tables fail to load).
+    pub fn count(&self, text: &str) -> usize {
+        match self.bpe.get_or_init(|| tiktoken_rs::o200k_base().ok()) {
+            Some(bpe) => bpe.encode_ordinary(text).len(),
+            None => text.len().div_ceil(4),
+        }
+    }
+
+    /// Whether `text` has at most `budget` tokens, without loading the tables when the byte
+    /// length already proves it (a BPE token is at least one byte).
+    pub fn fits(&self, text: &str, budget: usize) -> bool {
+        text.len() <= budget || self.count(text) <= budget
+    }
+}
+
+/// OpenClaw 2026.9.6's catalog header (`## Skills` and its instructions), in characters.
+pub const OPENCLAW_CATALOG_HEADER_CHARS: usize = 238;
+/// The preamble through `</available_skills>`, in characters.
+pub const OPENCLAW_CATALOG_BASE_CHARS: usize = 368;
+/// The fixed markup around one `<skill>` entry, in characters.
+pub const OPENCLAW_CATALOG_ENTRY_CHARS: usize = 97;
+
+/// XML-escapes as OpenClaw does for catalog fields.
+pub fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JavaScript string length (UTF-16 code units), which is what OpenClaw's limits count.
+pub fn js_len(s: &str) -> usize {
+    s.encode_utf16().count()
+}
+
+/// One `<skill>` entry exactly as OpenClaw 2026.9.6 lists it (97 characters of markup).
+pub fn openclaw_catalog_entry(name: &str, description: &str, location: &str) -> String {
+    format!(
+        "  <skill>\n    <name>{}</name>\n    <description>{}</description>\n    <location>{}</location>\n  </skill>\n",
+        xml_escape(name),
+        xml_escape(description),
+        xml_escape(location)
+    )
+}
+
+/// Characters OpenClaw spends listing these skills: header + base + Σ(97 + name + description +
+/// location), after escaping.
+pub fn openclaw_catalog_chars<'a>(
+    skills: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+) -> usize {
+    OPENCLAW_CATALOG_HEADER_CHARS
+        + OPENCLAW_CATALOG_BASE_CHARS
+        + skills
+            .into_iter()
+            .map(|(n, d, l)| js_len(&openclaw_catalog_entry(n, d, l)))
+            .sum::<usize>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_markup_is_97_characters() {
+        assert_eq!(
+            js_len(&openclaw_catalog_entry("", "", "")),
+            OPENCLAW_CATALOG_ENTRY_CHARS
+        );
+        assert_eq!(
+            openclaw_catalog_chars([("ab", "a<b", "/x/SKILL.md")]),
+            238 + 368 + 97 + 2 + 6 + 11
+        );
+    }
+
+    #[test]
+    fn counts_tokens_and_proves_fit_by_bytes() {
+        let c = TokenCounter::new();
+        assert!(c.fits("short", 10));
+        assert!(c.bpe.get().is_none(), "bytes alone proved the fit");
+        assert_eq!(c.count("hello world"), 2);
+        assert!(!c.fits(&"word ".repeat(50), 10));
+    }
+}

@@ -1,0 +1,663 @@
+//! Argument parsing and the subcommands.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use skillsearch_core::eval;
+use skillsearch_core::index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
+use skillsearch_core::render::{self, RenderSkill};
+use skillsearch_core::search::{SearchOptions, SearchResult};
+use skillsearch_core::tokens::{self, TokenCounter};
+use skillsearch_core::{GateEnv, Roots, corpus};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use crate::output::{Out, print_diagnostics};
+
+/// Exit codes: 0 hits, 1 no hits, 2 error.
+const EXIT_NO_HITS: u8 = 1;
+const EXIT_ERROR: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "skillsearch",
+    version,
+    about = "Finds the few skills an agent needs this turn, from thousands, in milliseconds"
+)]
+struct Cli {
+    /// Where indexes live [env: SKILLSEARCH_HOME; default: ~/.skillsearch]
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// More logging on stderr (-v debug, -vv trace); SKILLSEARCH_LOG sets a filter
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct RootArgs {
+    /// A skill root; repeat for several, the first wins a name collision. Without it:
+    /// ./skills, ./.agents/skills, ~/.agents/skills, ~/.openclaw/skills
+    #[arg(long = "skills", value_name = "DIR")]
+    skills: Vec<PathBuf>,
+}
+
+#[derive(Args, Clone)]
+struct RankArgs {
+    /// Weight of the name field
+    #[arg(long, default_value_t = SearchOptions::default().name_weight)]
+    name_weight: f32,
+    /// Weight of the description field
+    #[arg(long, default_value_t = SearchOptions::default().description_weight)]
+    description_weight: f32,
+    /// Weight of the body field (0 ignores bodies at query time)
+    #[arg(long, default_value_t = SearchOptions::default().body_weight)]
+    body_weight: f32,
+}
+
+#[derive(Clone, Copy, ValueEnum, Default)]
+enum RefreshArg {
+    /// Re-check the skill files when the last check is over 2 s old
+    #[default]
+    Auto,
+    /// Re-check the skill files before answering
+    Always,
+    /// Answer from the index as it is
+    Never,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build or update the index for the roots and list every diagnostic
+    Index {
+        #[command(flatten)]
+        roots: RootArgs,
+        /// One JSON object on stdout
+        #[arg(long)]
+        json: bool,
+    },
+    /// Find the skills for a task
+    Search {
+        /// The task or question, in plain words
+        query: String,
+        #[command(flatten)]
+        roots: RootArgs,
+        #[arg(long, short = 'k', default_value_t = 5)]
+        top_k: usize,
+        /// One JSON object on stdout
+        #[arg(long)]
+        json: bool,
+        /// Print the block a model reads (auto mode) instead of a list
+        #[arg(long, conflicts_with = "json")]
+        render: bool,
+        /// Token budget for the rendered block; whole skills are dropped to fit
+        #[arg(long, value_name = "TOKENS")]
+        budget: Option<usize>,
+        #[arg(long, value_enum, default_value_t)]
+        refresh: RefreshArg,
+        #[command(flatten)]
+        rank: RankArgs,
+    },
+    /// Show one skill as a model would read it
+    Show {
+        /// A skill id from `search` (`<id>` or `local/<id>`)
+        id: String,
+        #[command(flatten)]
+        roots: RootArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Corpus size, eligibility, and what listing every skill costs versus a top-k injection
+    Stats {
+        #[command(flatten)]
+        roots: RootArgs,
+        /// Skills injected per turn, for the comparison
+        #[arg(long, short = 'k', default_value_t = 2)]
+        top_k: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Retrieval quality on labelled queries (JSONL: {"id","query","relevant":{id: grade}})
+    Eval {
+        #[command(flatten)]
+        roots: RootArgs,
+        #[arg(long, value_name = "FILE.jsonl")]
+        queries: PathBuf,
+        /// Results ranked per query (metrics look at the first 10)
+        #[arg(long, short = 'k', default_value_t = 10)]
+        top_k: usize,
+        /// One JSON object on stdout with hit@1, recall@5, recall@10, ndcg@10, mrr@10, p50_ms, p95_ms, queries, skills
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        rank: RankArgs,
+    },
+}
+
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match dispatch(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("skillsearch: error: {err:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = std::env::var("SKILLSEARCH_LOG")
+        .ok()
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_target(false)
+        .try_init();
+}
+
+fn home_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(h) = flag {
+        return Ok(h);
+    }
+    if let Some(h) = std::env::var_os("SKILLSEARCH_HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(h));
+    }
+    let user = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .context("neither SKILLSEARCH_HOME nor HOME is set; pass --home DIR")?;
+    Ok(PathBuf::from(user).join(".skillsearch"))
+}
+
+fn roots_of(args: &RootArgs) -> Result<Roots> {
+    if !args.skills.is_empty() {
+        return Ok(Roots::explicit(args.skills.iter().cloned()));
+    }
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    Ok(Roots::openclaw(&cwd, home.as_deref(), &[]))
+}
+
+fn options(rank: &RankArgs, top_k: usize) -> SearchOptions {
+    SearchOptions {
+        top_k,
+        name_weight: rank.name_weight,
+        description_weight: rank.description_weight,
+        body_weight: rank.body_weight,
+        ..SearchOptions::default()
+    }
+}
+
+/// Opens (building or refreshing as needed) the index, with a progress bar on a terminal.
+fn open_index(
+    home: &std::path::Path,
+    roots: &Roots,
+    refresh: Refresh,
+) -> Result<(SkillIndex, Option<RefreshReport>)> {
+    let cfg = IndexConfig::new(home);
+    let bar = ProgressBar::new();
+    let result = SkillIndex::open(roots, &cfg, refresh, &|p| bar.update(p));
+    bar.finish();
+    let (idx, report) =
+        result.with_context(|| format!("cannot open the skill index under {}", home.display()))?;
+    if let Some(r) = &report
+        && r.locked
+    {
+        tracing::warn!(
+            "another skillsearch process is updating the index; answering from the previous version"
+        );
+    }
+    Ok((idx, report))
+}
+
+struct ProgressBar(std::cell::RefCell<Option<indicatif::ProgressBar>>, bool);
+
+impl ProgressBar {
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        ProgressBar(
+            std::cell::RefCell::new(None),
+            std::io::stderr().is_terminal(),
+        )
+    }
+
+    fn update(&self, p: Progress) {
+        if !self.1 {
+            return;
+        }
+        let mut slot = self.0.borrow_mut();
+        match p {
+            Progress::Start { to_read } if to_read >= 500 => {
+                let bar = indicatif::ProgressBar::new(to_read as u64);
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "indexing {bar:30} {pos}/{len} skills ({eta})",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                *slot = Some(bar);
+            }
+            Progress::Read { done } => {
+                if let Some(bar) = slot.as_ref() {
+                    bar.set_position(done as u64);
+                }
+            }
+            Progress::Start { .. } => {}
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = self.0.borrow_mut().take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<u8> {
+    let home = home_dir(cli.home)?;
+    let mut out = Out::stdout();
+    match cli.command {
+        Command::Index { roots, json } => cmd_index(&mut out, &home, &roots_of(&roots)?, json),
+        Command::Search {
+            query,
+            roots,
+            top_k,
+            json,
+            render,
+            budget,
+            refresh,
+            rank,
+        } => {
+            let refresh = match refresh {
+                RefreshArg::Auto => Refresh::IfOlderThan(Duration::from_secs(2)),
+                RefreshArg::Always => Refresh::Always,
+                RefreshArg::Never => Refresh::Never,
+            };
+            let opts = options(&rank, top_k);
+            cmd_search(
+                &mut out,
+                &home,
+                &roots_of(&roots)?,
+                &query,
+                &opts,
+                refresh,
+                json,
+                render.then_some(budget),
+            )
+        }
+        Command::Show { id, roots, json } => {
+            cmd_show(&mut out, &home, &roots_of(&roots)?, &id, json)
+        }
+        Command::Stats { roots, top_k, json } => {
+            cmd_stats(&mut out, &home, &roots_of(&roots)?, top_k, json)
+        }
+        Command::Eval {
+            roots,
+            queries,
+            top_k,
+            json,
+            rank,
+        } => {
+            if roots.skills.len() != 1 {
+                bail!(
+                    "eval needs exactly one --skills DIR: query labels are skill ids relative to it"
+                );
+            }
+            cmd_eval(
+                &mut out,
+                &home,
+                &roots_of(&roots)?,
+                &queries,
+                &options(&rank, top_k.max(10)),
+                json,
+            )
+        }
+    }
+}
+
+fn cmd_index(out: &mut Out, home: &std::path::Path, roots: &Roots, json: bool) -> Result<u8> {
+    let (idx, report) = open_index(home, roots, Refresh::Always)?;
+    let report = report.unwrap_or_default();
+    let diagnostics = idx.diagnostics()?;
+    let keys = idx.doc_keys()?;
+    let skills = keys.iter().filter(|k| k.valid).count();
+    if json {
+        let v = serde_json::json!({
+            "index": idx.dir(),
+            "roots": roots.0,
+            "files": keys.len(),
+            "skills": skills,
+            "added": report.added,
+            "updated": report.updated,
+            "removed": report.removed,
+            "unchanged": report.unchanged,
+            "rebuilt": report.rebuilt,
+            "locked": report.locked,
+            "elapsed_ms": report.elapsed_ms,
+            "diagnostics": diagnostics,
+        });
+        out.json(&v)?;
+    } else {
+        out.line(&format!(
+            "{skills} skills in {} files: {} added, {} updated, {} removed, {} unchanged ({:.0} ms)",
+            keys.len(),
+            report.added,
+            report.updated,
+            report.removed,
+            report.unchanged,
+            report.elapsed_ms
+        ))?;
+        if let Some(r) = &report.rebuilt {
+            out.line(&format!("rebuilt: {r}"))?;
+        }
+        out.line(&format!("index: {}", idx.dir().display()))?;
+        print_diagnostics(out, &diagnostics)?;
+    }
+    Ok(0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cmd_search(
+    out: &mut Out,
+    home: &std::path::Path,
+    roots: &Roots,
+    query: &str,
+    opts: &SearchOptions,
+    refresh: Refresh,
+    json: bool,
+    render_budget: Option<Option<usize>>,
+) -> Result<u8> {
+    let started = Instant::now();
+    let (idx, report) = open_index(home, roots, refresh)?;
+    if let Some(r) = &report {
+        for d in &r.diagnostics {
+            tracing::warn!("{d}");
+        }
+    }
+    let gate = GateEnv::from_process();
+    let result = idx.search(query, opts, &gate)?;
+    let code = if result.hits.is_empty() {
+        EXIT_NO_HITS
+    } else {
+        0
+    };
+    if let Some(budget) = render_budget {
+        let rendered = render_hits(&result, budget);
+        if !rendered.over_budget.is_empty() {
+            tracing::warn!(
+                "left out to fit the token budget: {}",
+                rendered.over_budget.join(", ")
+            );
+        }
+        if !rendered.text.is_empty() {
+            out.line(&rendered.text)?;
+        }
+        return Ok(if rendered.text.is_empty() {
+            EXIT_NO_HITS
+        } else {
+            0
+        });
+    }
+    if json {
+        let v = serde_json::json!({
+            "query": query,
+            "hits": result.hits,
+            "dropped": result.dropped,
+            "terms": result.terms,
+            "stopwords": result.stopwords,
+            "refresh": report,
+            "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
+        });
+        out.json(&v)?;
+    } else if result.hits.is_empty() {
+        out.line("no matching skills")?;
+    } else {
+        for (i, h) in result.hits.iter().enumerate() {
+            out.line(&format!(
+                "{}. {}  [{}]  score {:.2}",
+                i + 1,
+                h.name,
+                h.qualified_id,
+                h.score
+            ))?;
+            if !h.description.is_empty() {
+                out.line(&format!(
+                    "   {}",
+                    crate::output::one_line(&h.description, 160)
+                ))?;
+            }
+            out.line(&format!("   {}", h.path.display()))?;
+        }
+    }
+    Ok(code)
+}
+
+fn render_hits(result: &SearchResult, budget: Option<usize>) -> render::Rendered {
+    let skills: Vec<RenderSkill> = result
+        .hits
+        .iter()
+        .map(|h| RenderSkill {
+            name: h.name.clone(),
+            qualified_id: h.qualified_id.clone(),
+            skill_dir: Some(h.skill_dir.clone()),
+            body: corpus::load(&h.path, corpus::DEFAULT_MAX_FILE_BYTES).body,
+        })
+        .collect();
+    render::render(&skills, render::HEADING, budget, &TokenCounter::new())
+}
+
+fn cmd_show(
+    out: &mut Out,
+    home: &std::path::Path,
+    roots: &Roots,
+    id: &str,
+    json: bool,
+) -> Result<u8> {
+    let (idx, _) = open_index(home, roots, Refresh::IfOlderThan(Duration::from_secs(2)))?;
+    let Some(hit) = idx.get(id)? else {
+        bail!(
+            "no skill with id `{id}` in {} root(s); `skillsearch search QUERY` lists ids",
+            roots.0.len()
+        );
+    };
+    let loaded = corpus::load(&hit.path, corpus::DEFAULT_MAX_FILE_BYTES);
+    let skill = RenderSkill {
+        name: hit.name.clone(),
+        qualified_id: hit.qualified_id.clone(),
+        skill_dir: Some(hit.skill_dir.clone()),
+        body: loaded.body.clone(),
+    };
+    let rendered = render::render(&[skill], render::HEADING, None, &TokenCounter::new());
+    if json {
+        let eligibility = GateEnv::from_process().check(&hit.meta).err();
+        let v = serde_json::json!({
+            "hit": hit,
+            "metadata": hit.meta,
+            "excluded": eligibility,
+            "diagnostics": loaded.diagnostics,
+            "rendered": rendered.text,
+        });
+        out.json(&v)?;
+    } else {
+        out.line(&rendered.text)?;
+    }
+    Ok(0)
+}
+
+fn cmd_stats(
+    out: &mut Out,
+    home: &std::path::Path,
+    roots: &Roots,
+    top_k: usize,
+    json: bool,
+) -> Result<u8> {
+    let (idx, _) = open_index(home, roots, Refresh::Always)?;
+    let keys = idx.doc_keys()?;
+    let gate = GateEnv::from_process();
+    let skills = idx.skills()?;
+    let mut excluded: BTreeMap<String, usize> = BTreeMap::new();
+    let mut eligible = Vec::new();
+    let mut shadowed = 0;
+    for (hit, is_shadowed) in &skills {
+        if *is_shadowed {
+            shadowed += 1;
+            continue;
+        }
+        match gate.check(&hit.meta) {
+            Ok(()) => eligible.push(hit),
+            Err(e) => *excluded.entry(e.code).or_default() += 1,
+        }
+    }
+    let counter = TokenCounter::new();
+    // The catalog every turn pays in OpenClaw, over the eligible skills.
+    let entries: Vec<String> = eligible
+        .iter()
+        .map(|h| tokens::openclaw_catalog_entry(&h.name, &h.description, &h.path.to_string_lossy()))
+        .collect();
+    let catalog_chars = tokens::openclaw_catalog_chars(eligible.iter().map(|h| {
+        (
+            h.name.as_str(),
+            h.description.as_str(),
+            h.path.to_str().unwrap_or(""),
+        )
+    }));
+    // Token counts: exact up to 5,000 skills, else a fixed-stride sample scaled up.
+    let stride = (eligible.len() / 5000).max(1);
+    let sample: Vec<usize> = (0..eligible.len()).step_by(stride).collect();
+    let exact = stride == 1;
+    let scale = eligible.len() as f64 / sample.len().max(1) as f64;
+    let fixed = tokens::OPENCLAW_CATALOG_HEADER_CHARS + tokens::OPENCLAW_CATALOG_BASE_CHARS;
+    let entry_tokens: f64 = sample
+        .iter()
+        .map(|&i| counter.count(&entries[i]) as f64)
+        .sum::<f64>()
+        * scale;
+    let catalog_tokens = entry_tokens + (fixed as f64 / 4.0);
+    // What a top-k injection costs: the mean rendered skill, k times.
+    let mut part_chars = 0f64;
+    let mut part_tokens = 0f64;
+    for &i in &sample {
+        let h = eligible[i];
+        let body = corpus::load(&h.path, corpus::DEFAULT_MAX_FILE_BYTES).body;
+        let block = render::render(
+            &[RenderSkill {
+                name: h.name.clone(),
+                qualified_id: h.qualified_id.clone(),
+                skill_dir: Some(h.skill_dir.clone()),
+                body,
+            }],
+            "",
+            None,
+            &counter,
+        )
+        .text;
+        part_chars += tokens::js_len(&block) as f64;
+        part_tokens += counter.count(&block) as f64;
+    }
+    let n = sample.len().max(1) as f64;
+    let k = top_k.min(eligible.len()) as f64;
+    let inject_chars = (render::HEADING.len() as f64) + k * part_chars / n;
+    let inject_tokens = 3.0 + k * part_tokens / n;
+    let v = serde_json::json!({
+        "files": keys.len(),
+        "skills": skills.len(),
+        "invalid_files": keys.len() - skills.len(),
+        "shadowed": shadowed,
+        "eligible": eligible.len(),
+        "excluded": excluded,
+        "openclaw_catalog": {"chars": catalog_chars, "tokens": catalog_tokens.round(), "tokens_exact": exact},
+        "top_k_injection": {"k": top_k, "chars": inject_chars.round(), "tokens": inject_tokens.round(), "mean_skill_tokens": (part_tokens / n).round()},
+        "tokenizer": "o200k_base",
+    });
+    if json {
+        out.json(&v)?;
+        return Ok(0);
+    }
+    out.line(&format!("files:        {}", keys.len()))?;
+    out.line(&format!(
+        "skills:       {} ({} unusable files, {} shadowed by an earlier root)",
+        skills.len(),
+        keys.len() - skills.len(),
+        shadowed
+    ))?;
+    out.line(&format!("eligible:     {}", eligible.len()))?;
+    let total_excl: usize = excluded.values().sum();
+    out.line(&format!("excluded:     {total_excl}"))?;
+    for (code, n) in &excluded {
+        out.line(&format!("  {code:<26} {n}"))?;
+    }
+    let approx = if exact { "" } else { "~" };
+    out.line("")?;
+    out.line("per-turn prompt cost                   chars      tokens (o200k)")?;
+    out.line(&format!(
+        "OpenClaw 2026.9.6 full catalog  {catalog_chars:>12}  {approx}{:>10.0}",
+        catalog_tokens
+    ))?;
+    out.line(&format!("skillsearch top-{top_k} injection     {inject_chars:>12.0}  ~{inject_tokens:>9.0}  (mean over skills)"))?;
+    if inject_tokens > 0.0 {
+        out.line(&format!(
+            "ratio                           {:>12.1}x",
+            catalog_tokens / inject_tokens
+        ))?;
+    }
+    Ok(0)
+}
+
+fn cmd_eval(
+    out: &mut Out,
+    home: &std::path::Path,
+    roots: &Roots,
+    queries: &std::path::Path,
+    opts: &SearchOptions,
+    json: bool,
+) -> Result<u8> {
+    let text = std::fs::read_to_string(queries)
+        .with_context(|| format!("cannot read queries file {}", queries.display()))?;
+    let labelled =
+        eval::parse_queries(&text).map_err(|e| anyhow::anyhow!("{}: {e}", queries.display()))?;
+    let (idx, _) = open_index(home, roots, Refresh::Always)?;
+    let n_skills = idx.doc_keys()?.iter().filter(|k| k.valid).count();
+    // Eval measures ranking, so it does not gate on this machine's PATH or environment.
+    let gate = GateEnv::allow_all();
+    let mut scores = Vec::with_capacity(labelled.len());
+    let mut latencies = Vec::with_capacity(labelled.len());
+    for q in &labelled {
+        let t = Instant::now();
+        let r = idx.search(&q.query, opts, &gate)?;
+        latencies.push(t.elapsed().as_secs_f64() * 1e3);
+        let ranked: Vec<String> = r.hits.into_iter().map(|h| h.id).collect();
+        scores.push(eval::score(&ranked, &q.relevant));
+    }
+    let s = eval::summarise(&scores, &latencies, n_skills);
+    if json {
+        out.json(&s)?;
+    } else {
+        out.line(&format!("queries {}   skills {}", s.queries, s.skills))?;
+        out.line("hit@1   recall@5  recall@10  ndcg@10  mrr@10   p50_ms  p95_ms")?;
+        out.line(&format!(
+            "{:<7.3} {:<9.3} {:<10.3} {:<8.3} {:<8.3} {:<7.3} {:.3}",
+            s.hit1, s.recall5, s.recall10, s.ndcg10, s.mrr10, s.p50_ms, s.p95_ms
+        ))?;
+    }
+    Ok(0)
+}

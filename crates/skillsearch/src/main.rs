@@ -1,0 +1,9 @@
+//! `skillsearch`: the one binary every host uses. This file parses arguments and prints; the
+//! work is done by `skillsearch-core`.
+
+mod cli;
+mod output;
+
+fn main() -> std::process::ExitCode {
+    cli::run()
+}

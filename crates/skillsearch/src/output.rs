@@ -1,0 +1,60 @@
+//! Everything the binary writes to stdout goes through here.
+
+use anyhow::Result;
+use skillsearch_core::{Diagnostic, Severity};
+use std::io::Write;
+
+pub struct Out {
+    w: std::io::BufWriter<std::io::Stdout>,
+}
+
+impl Out {
+    pub fn stdout() -> Self {
+        Out {
+            w: std::io::BufWriter::new(std::io::stdout()),
+        }
+    }
+
+    pub fn line(&mut self, s: &str) -> Result<()> {
+        writeln!(self.w, "{s}")?;
+        self.w.flush()?;
+        Ok(())
+    }
+
+    /// Exactly one JSON document and a newline.
+    pub fn json<T: serde::Serialize>(&mut self, v: &T) -> Result<()> {
+        serde_json::to_writer(&mut self.w, v)?;
+        writeln!(self.w)?;
+        self.w.flush()?;
+        Ok(())
+    }
+}
+
+pub fn print_diagnostics(out: &mut Out, diags: &[Diagnostic]) -> Result<()> {
+    if diags.is_empty() {
+        return out.line("no problems found");
+    }
+    let errors = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
+    out.line(&format!(
+        "{} problems ({errors} errors, {} warnings):",
+        diags.len(),
+        diags.len() - errors
+    ))?;
+    for d in diags {
+        out.line(&format!("  {d}"))?;
+    }
+    Ok(())
+}
+
+/// Collapses whitespace and cuts to `max` characters with an ellipsis.
+pub fn one_line(s: &str, max: usize) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}

@@ -1,0 +1,3 @@
+# Placeholder OCR step for the example corpus.
+import sys
+print("ocr", sys.argv[1:])
