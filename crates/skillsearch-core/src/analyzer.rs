@@ -3,9 +3,144 @@
 //! English stemming.
 
 use tantivy::tokenizer::{
-    AsciiFoldingFilter, Language, RemoveLongFilter, Stemmer, TextAnalyzer, Token, TokenStream,
-    Tokenizer,
+    AsciiFoldingFilter, Language, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token,
+    TokenStream, Tokenizer,
 };
+
+/// English function words, dropped at index and query time. Corpus-adaptive stopwords (terms in
+/// most documents) are dropped at query time on top of these; see `search`.
+pub const STOPWORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "me",
+    "might",
+    "more",
+    "most",
+    "must",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "please",
+    "same",
+    "shall",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
 
 /// Name under which the analyzer is registered with the index.
 pub const ANALYZER: &str = "skill";
@@ -21,6 +156,9 @@ pub fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SkillTokenizer)
         .filter(RemoveLongFilter::limit(48))
         .filter(AsciiFoldingFilter)
+        .filter(StopWordFilter::remove(
+            STOPWORDS.iter().map(|w| (*w).to_owned()),
+        ))
         .filter(Stemmer::new(Language::English))
         .build()
 }
@@ -42,9 +180,10 @@ pub struct SkillTokenizer;
 pub struct SkillTokenStream<'a> {
     text: &'a str,
     pos: usize,
-    /// Byte offsets of the chars of the current CJK run, plus its end offset.
-    cjk: Vec<usize>,
-    cjk_next: usize,
+    /// Tokens found but not yet emitted: (from, to) byte ranges, lowercased on emit.
+    pending: std::collections::VecDeque<(usize, usize)>,
+    /// Char boundaries of the current run (reused buffer).
+    bounds: Vec<usize>,
     next_position: usize,
     token: Token,
 }
@@ -56,8 +195,8 @@ impl Tokenizer for SkillTokenizer {
         SkillTokenStream {
             text,
             pos: 0,
-            cjk: Vec::new(),
-            cjk_next: 0,
+            pending: std::collections::VecDeque::new(),
+            bounds: Vec::new(),
             next_position: 0,
             token: Token::default(),
         }
@@ -65,44 +204,81 @@ impl Tokenizer for SkillTokenizer {
 }
 
 impl SkillTokenStream<'_> {
-    fn emit(&mut self, from: usize, to: usize, lowercase: bool) {
-        let position = self.next_position;
-        self.next_position += 1;
+    fn emit(&mut self, from: usize, to: usize) {
         self.token.text.clear();
-        if lowercase {
-            for c in self.text[from..to].chars() {
-                self.token.text.extend(c.to_lowercase());
-            }
-        } else {
-            self.token.text.push_str(&self.text[from..to]);
+        for c in self.text[from..to].chars() {
+            self.token.text.extend(c.to_lowercase());
         }
         self.token.offset_from = from;
         self.token.offset_to = to;
-        self.token.position = position;
+        self.token.position = self.next_position;
         self.token.position_length = 1;
+        self.next_position += 1;
+    }
+
+    /// Queues the tokens of the run starting at `start`; returns where the run ends.
+    fn queue_run(&mut self, start: usize, cjk: bool) -> usize {
+        self.bounds.clear();
+        let mut end = start;
+        for (i, ch) in self.text[start..].char_indices() {
+            let keep = if cjk {
+                is_cjk(ch)
+            } else {
+                ch.is_alphanumeric() && !is_cjk(ch)
+            };
+            if !keep {
+                break;
+            }
+            self.bounds.push(start + i);
+            end = start + i + ch.len_utf8();
+        }
+        self.bounds.push(end);
+        let n = self.bounds.len() - 1;
+        if cjk {
+            if n == 1 {
+                self.pending.push_back((start, end));
+            }
+            for i in 0..n.saturating_sub(1) {
+                self.pending.push_back((self.bounds[i], self.bounds[i + 2]));
+            }
+            return end;
+        }
+        if n < 2 {
+            return end;
+        }
+        // camelCase and ACRONYMWord parts, each also indexed on its own.
+        let chars: Vec<char> = self.text[start..end].chars().collect();
+        let mut part_start = 0;
+        let mut parts = Vec::new();
+        for i in 1..n {
+            let (prev, cur) = (chars[i - 1], chars[i]);
+            let next_lower = chars.get(i + 1).is_some_and(|c| c.is_lowercase());
+            if (prev.is_lowercase() && cur.is_uppercase())
+                || (prev.is_uppercase() && cur.is_uppercase() && next_lower)
+            {
+                parts.push((part_start, i));
+                part_start = i;
+            }
+        }
+        if !parts.is_empty() {
+            parts.push((part_start, n));
+            for (a, b) in parts {
+                if b - a >= 2 {
+                    self.pending.push_back((self.bounds[a], self.bounds[b]));
+                }
+            }
+        }
+        self.pending.push_back((start, end));
+        end
     }
 }
 
 impl TokenStream for SkillTokenStream<'_> {
     fn advance(&mut self) -> bool {
         loop {
-            if !self.cjk.is_empty() {
-                let n_chars = self.cjk.len() - 1;
-                let i = self.cjk_next;
-                if n_chars == 1 && i == 0 {
-                    self.cjk_next = 1;
-                    let (a, b) = (self.cjk[0], self.cjk[1]);
-                    self.emit(a, b, false);
-                    return true;
-                }
-                if n_chars >= 2 && i + 2 <= n_chars {
-                    self.cjk_next += 1;
-                    let (a, b) = (self.cjk[i], self.cjk[i + 2]);
-                    self.emit(a, b, false);
-                    return true;
-                }
-                self.cjk.clear();
-                self.cjk_next = 0;
+            if let Some((a, b)) = self.pending.pop_front() {
+                self.emit(a, b);
+                return true;
             }
             let rest = &self.text[self.pos..];
             let Some((skip, c)) = rest.char_indices().find(|(_, c)| c.is_alphanumeric()) else {
@@ -110,33 +286,7 @@ impl TokenStream for SkillTokenStream<'_> {
                 return false;
             };
             let start = self.pos + skip;
-            if is_cjk(c) {
-                let mut end = start;
-                for (i, ch) in self.text[start..].char_indices() {
-                    if !is_cjk(ch) {
-                        break;
-                    }
-                    self.cjk.push(start + i);
-                    end = start + i + ch.len_utf8();
-                }
-                self.cjk.push(end);
-                self.pos = end;
-                continue;
-            }
-            let mut end = start;
-            let mut n = 0;
-            for (i, ch) in self.text[start..].char_indices() {
-                if !ch.is_alphanumeric() || is_cjk(ch) {
-                    break;
-                }
-                n += 1;
-                end = start + i + ch.len_utf8();
-            }
-            self.pos = end;
-            if n >= 2 {
-                self.emit(start, end, true);
-                return true;
-            }
+            self.pos = self.queue_run(start, is_cjk(c));
         }
     }
 
@@ -173,16 +323,28 @@ mod tests {
         );
         assert_eq!(
             raw("Fill a PDF AcroForm with pdftk!"),
-            ["fill", "pdf", "acroform", "with", "pdftk"]
+            ["fill", "pdf", "acro", "form", "acroform", "with", "pdftk"]
         );
         assert_eq!(raw("Café_au-lait x y42"), ["café", "au", "lait", "y42"]);
+        assert_eq!(
+            raw("ResearchHelper PDFExtractor mp3"),
+            [
+                "research",
+                "helper",
+                "researchhelper",
+                "pdf",
+                "extractor",
+                "pdfextractor",
+                "mp3"
+            ]
+        );
     }
 
     #[test]
     fn full_analyzer_stems_and_folds() {
         assert_eq!(
-            terms("Extracting tables from scanned documents"),
-            ["extract", "tabl", "from", "scan", "document"]
+            terms("Extracting the tables from scanned documents"),
+            ["extract", "tabl", "scan", "document"]
         );
         assert_eq!(terms("café"), ["cafe"]);
         assert!(terms(&"x".repeat(100)).is_empty());

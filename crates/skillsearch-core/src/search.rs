@@ -34,8 +34,8 @@ impl Default for SearchOptions {
     fn default() -> Self {
         SearchOptions {
             top_k: 5,
-            name_weight: 2.0,
-            description_weight: 1.5,
+            name_weight: 1.0,
+            description_weight: 2.0,
             body_weight: 1.0,
             stopword_df: 0.5,
             stopword_min_docs: 10,
