@@ -426,6 +426,32 @@ mod tests {
     }
 
     #[test]
+    fn unreadable_directory_is_reported_and_siblings_survive() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path();
+        skill(r, "ok", "---\nname: ok\n---\n");
+        skill(r, "locked/inner", "---\nname: inner\n---\n");
+        let locked = r.join("locked");
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+        let blocked = fs::read_dir(&locked).is_err(); // root reads through mode 000
+        let (files, diags) = discover(&Roots::explicit([r]));
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+        let rels: Vec<_> = files.iter().map(|f| f.rel.as_str()).collect();
+        if blocked {
+            assert_eq!(rels, ["ok"]);
+            assert!(
+                diags
+                    .iter()
+                    .any(|d| d.code == "unreadable-dir" && d.path == locked),
+                "{diags:?}"
+            );
+        } else {
+            assert_eq!(rels, ["locked/inner", "ok"]);
+        }
+    }
+
+    #[test]
     fn load_rejects_binary_and_repairs_bad_utf8_and_caps_size() {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("bin/SKILL.md");

@@ -1,0 +1,278 @@
+//! The persistent index against real files: incremental refresh, collisions, gating, corruption.
+
+use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
+use skillsearch_core::{GateEnv, Roots, SearchOptions};
+use std::fs;
+use std::path::Path;
+
+fn write_skill(root: &Path, rel: &str, name: &str, description: &str, body: &str) {
+    let dir = root.join(rel);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: {description}\n---\n\n{body}\n"),
+    )
+    .unwrap();
+}
+
+fn open(
+    home: &Path,
+    roots: &Roots,
+    refresh: Refresh,
+) -> (SkillIndex, Option<skillsearch_core::RefreshReport>) {
+    SkillIndex::open(roots, &IndexConfig::new(home), refresh, &|_| {}).unwrap()
+}
+
+fn ids(idx: &SkillIndex, q: &str) -> Vec<String> {
+    let opts = SearchOptions {
+        top_k: 10,
+        ..SearchOptions::default()
+    };
+    idx.search(q, &opts, &GateEnv::allow_all())
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| h.id)
+        .collect()
+}
+
+#[test]
+fn incremental_add_edit_delete_rename() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    write_skill(
+        &root,
+        "pdf",
+        "pdf-tables",
+        "Extract tables from PDF files",
+        "Use pdftk.",
+    );
+    write_skill(
+        &root,
+        "git",
+        "git-bisect",
+        "Find the commit that broke a test",
+        "git bisect run",
+    );
+    let roots = Roots::explicit([&root]);
+    let (idx, report) = open(&home, &roots, Refresh::Always);
+    let r = report.unwrap();
+    assert_eq!((r.added, r.updated, r.removed), (2, 0, 0));
+    assert_eq!(ids(&idx, "pdf tables"), ["pdf"]);
+    drop(idx);
+
+    // Unchanged: a fresh open reads nothing.
+    let (_, report) = open(&home, &roots, Refresh::Always);
+    let r = report.unwrap();
+    assert_eq!((r.added, r.updated, r.removed, r.unchanged), (0, 0, 0, 2));
+
+    // Add, edit, delete, rename in one go.
+    write_skill(
+        &root,
+        "k8s",
+        "kubernetes-deploy",
+        "Deploy to a Kubernetes cluster",
+        "kubectl rollout",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    write_skill(
+        &root,
+        "pdf",
+        "pdf-tables",
+        "Extract tables from scanned invoices",
+        "Use OCR first, then pdftk.",
+    );
+    fs::remove_dir_all(root.join("git")).unwrap();
+    write_skill(
+        &root,
+        "csv",
+        "csv-cleanup",
+        "Clean messy CSV",
+        "strip cells",
+    );
+    fs::rename(root.join("csv"), root.join("tabular-cleanup")).unwrap();
+    let (idx, report) = open(&home, &roots, Refresh::Always);
+    let r = report.unwrap();
+    assert_eq!(
+        (r.added, r.updated, r.removed, r.unchanged),
+        (2, 1, 1, 0),
+        "{r:?}"
+    );
+    assert_eq!(ids(&idx, "kubernetes"), ["k8s"]);
+    assert_eq!(ids(&idx, "invoices"), ["pdf"]);
+    assert!(ids(&idx, "bisect commit").is_empty());
+    assert_eq!(ids(&idx, "csv"), ["tabular-cleanup"]);
+
+    // Refresh::Never serves the index as it is, even when the disk changed.
+    fs::remove_dir_all(root.join("k8s")).unwrap();
+    let (idx, report) = open(&home, &roots, Refresh::Never);
+    assert!(report.is_none());
+    assert_eq!(ids(&idx, "kubernetes"), ["k8s"]);
+}
+
+#[test]
+fn first_root_wins_a_name_collision_and_same_root_duplicates_are_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, a, b) = (
+        tmp.path().join("home"),
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+    );
+    write_skill(
+        &a,
+        "deploy",
+        "deploy",
+        "Deploy the web app",
+        "workspace copy",
+    );
+    write_skill(
+        &b,
+        "deploy",
+        "deploy",
+        "Deploy the web app to staging",
+        "managed copy",
+    );
+    write_skill(&b, "other", "deploy-helper", "Deploy helper", "x");
+    write_skill(&a, "v1", "resnet", "image classifier resnet", "x");
+    write_skill(&a, "v2", "resnet", "image classifier resnet variant", "x");
+    let roots = Roots::explicit([&a, &b]);
+    let (idx, _) = open(&home, &roots, Refresh::Always);
+    let opts = SearchOptions {
+        top_k: 10,
+        ..SearchOptions::default()
+    };
+    let r = idx
+        .search("deploy staging", &opts, &GateEnv::allow_all())
+        .unwrap();
+    let hits: Vec<_> = r.hits.iter().map(|h| (h.root, h.id.as_str())).collect();
+    assert!(hits.contains(&(0, "deploy")));
+    assert!(
+        !hits.contains(&(1, "deploy")),
+        "shadowed copy must not be offered: {hits:?}"
+    );
+    assert!(r.dropped.iter().any(|d| d.exclusion.code == "shadowed"));
+    let mut resnet = ids(&idx, "resnet classifier");
+    resnet.sort();
+    assert_eq!(resnet, ["v1", "v2"]);
+    let diags = idx.diagnostics().unwrap();
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.code == "name-collision" && d.path == b.join("deploy/SKILL.md")),
+        "{diags:?}"
+    );
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.code == "duplicate-name" && d.path == a.join("v2/SKILL.md")),
+        "{diags:?}"
+    );
+}
+
+#[test]
+fn gating_drops_ineligible_hits_with_reasons_and_refills_from_lower_ranks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    let dir = root.join("needs-bin");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: needs-bin\ndescription: convert video video video\nmetadata: {\"openclaw\":{\"requires\":{\"bins\":[\"no-such-binary-xyz\"]}}}\n---\nbody",
+    )
+    .unwrap();
+    write_skill(&root, "plain", "plain", "convert video files", "ffmpeg");
+    let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
+    let opts = SearchOptions {
+        top_k: 1,
+        ..SearchOptions::default()
+    };
+    let r = idx
+        .search("convert video", &opts, &GateEnv::from_process())
+        .unwrap();
+    assert_eq!(r.hits.len(), 1);
+    assert_eq!(r.hits[0].id, "plain");
+    assert_eq!(r.dropped.len(), 1);
+    assert_eq!(r.dropped[0].exclusion.code, "bins");
+    assert!(r.dropped[0].exclusion.reason.contains("no-such-binary-xyz"));
+}
+
+#[test]
+fn corpus_stopwords_and_deterministic_ties() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    for i in 0..12 {
+        write_skill(
+            &root,
+            &format!("s{i:02}"),
+            &format!("skill-{i:02}"),
+            "handles widget case",
+            "same body",
+        );
+    }
+    let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
+    let r = idx
+        .search("widget", &SearchOptions::default(), &GateEnv::allow_all())
+        .unwrap();
+    assert!(
+        r.hits.is_empty(),
+        "a term in every document carries no signal"
+    );
+    assert!(r.stopwords.contains(&"widget".to_owned()));
+    // Equal scores: order by id, every time.
+    let first = idx
+        .search(
+            "skill 03 07",
+            &SearchOptions::default(),
+            &GateEnv::allow_all(),
+        )
+        .unwrap();
+    let ids1: Vec<_> = first.hits.iter().map(|h| h.id.clone()).collect();
+    assert_eq!(ids1, ["s03", "s07"]);
+}
+
+#[test]
+fn corrupted_index_is_detected_rebuilt_and_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    write_skill(
+        &root,
+        "pdf",
+        "pdf-tables",
+        "Extract tables from PDF files",
+        "Use pdftk.",
+    );
+    let roots = Roots::explicit([&root]);
+    let (idx, _) = open(&home, &roots, Refresh::Always);
+    let dir = idx.dir().to_path_buf();
+    drop(idx);
+    // Truncate every segment file.
+    for e in fs::read_dir(dir.join("tantivy")).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with('.') && name != "meta.json" {
+            fs::write(&p, b"").unwrap();
+        }
+    }
+    let (idx, report) = open(&home, &roots, Refresh::Never);
+    let r = report.expect("a rebuild always reports");
+    assert!(
+        r.rebuilt.as_deref().unwrap_or("").contains("unusable"),
+        "{r:?}"
+    );
+    assert!(r.diagnostics.iter().any(|d| d.code == "index-rebuilt"));
+    assert_eq!(ids(&idx, "pdf"), ["pdf"]);
+    drop(idx);
+
+    // A garbage meta.json is caught too.
+    fs::write(dir.join("tantivy/meta.json"), b"{not json").unwrap();
+    let (idx, report) = open(&home, &roots, Refresh::Never);
+    assert!(report.unwrap().rebuilt.is_some());
+    assert_eq!(ids(&idx, "pdf"), ["pdf"]);
+    drop(idx);
+
+    // And a corrupt state file.
+    fs::write(dir.join("state.json"), b"\x00\x01").unwrap();
+    let (idx, report) = open(&home, &roots, Refresh::Never);
+    assert!(report.unwrap().rebuilt.is_some());
+    assert_eq!(ids(&idx, "pdf"), ["pdf"]);
+}

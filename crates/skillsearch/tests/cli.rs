@@ -1,0 +1,305 @@
+//! End-to-end: the real `skillsearch` binary against corpora the tests build themselves.
+
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    root: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let root = tmp.path().join("skills");
+        fs::create_dir_all(&root).unwrap();
+        Env {
+            _tmp: tmp,
+            home,
+            root,
+        }
+    }
+
+    fn file(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    fn skill(&self, rel: &str, name: &str, description: &str, body: &str) -> PathBuf {
+        self.file(
+            &format!("{rel}/SKILL.md"),
+            format!("---\nname: {name}\ndescription: {description}\n---\n\n{body}\n"),
+        )
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+            .arg("--home")
+            .arg(&self.home)
+            .args(args)
+            .env_remove("SKILLSEARCH_HOME")
+            .output()
+            .unwrap()
+    }
+
+    fn run_skills(&self, args: &[&str]) -> Output {
+        let mut a: Vec<&str> = args.to_vec();
+        a.push("--skills");
+        let root = self.root.to_str().unwrap().to_owned();
+        a.push(&root);
+        self.run(&a)
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    let text = stdout(o);
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "exactly one JSON line expected:\n{text}\nstderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn bad_inputs_each_get_a_diagnostic_and_the_rest_is_indexed() {
+    let e = Env::new();
+    e.skill(
+        "good",
+        "good-skill",
+        "Extract tables from PDF files",
+        "Use pdftk.",
+    );
+    let bad_yaml = e.file(
+        "bad-yaml/SKILL.md",
+        "---\nname: bad-yaml\ndescription: Use when: things: break\n  - [unclosed\n---\nbody",
+    );
+    let no_fm = e.file("no-frontmatter/SKILL.md", "# Only a body about invoices\n");
+    let unclosed = e.file(
+        "unclosed/SKILL.md",
+        "---\nname: unclosed\ndescription: never closed\n",
+    );
+    let latin1 = e.file(
+        "latin1/SKILL.md",
+        b"---\nname: latin1\ndescription: caf\xe9 menu\n---\nbody".as_slice(),
+    );
+    let binary = e.file(
+        "binary/SKILL.md",
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR".as_slice(),
+    );
+    let huge = e.root.join("huge/SKILL.md");
+    fs::create_dir_all(huge.parent().unwrap()).unwrap();
+    {
+        use std::io::Write;
+        let mut f = fs::File::create(&huge).unwrap();
+        f.write_all(b"---\nname: huge\ndescription: a giant skill about zeppelins\n---\n")
+            .unwrap();
+        let line = "filler text for a very large skill file\n".repeat(1000);
+        for _ in 0..(50 * 1024 * 1024 / line.len() + 1) {
+            f.write_all(line.as_bytes()).unwrap();
+        }
+    }
+    fs::create_dir_all(e.root.join("loop")).unwrap();
+    std::os::unix::fs::symlink(&e.root, e.root.join("loop/back")).unwrap();
+    e.skill("dup-a", "same-name", "first copy", "a");
+    e.skill("dup-b", "same-name", "second copy", "b");
+    let sk_dir = e.root.join("dir-named-skill/SKILL.md");
+    fs::create_dir_all(&sk_dir).unwrap();
+    let missing_root = e.root.parent().unwrap().join("deleted-root");
+
+    let out = e.run(&[
+        "index",
+        "--json",
+        "--skills",
+        e.root.to_str().unwrap(),
+        "--skills",
+        missing_root.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    let diags = v["diagnostics"].as_array().unwrap();
+    let has = |code: &str, path: &Path| {
+        diags
+            .iter()
+            .any(|d| d["code"] == code && d["path"] == path.to_str().unwrap())
+    };
+    assert!(has("yaml-fallback", &bad_yaml), "{diags:#?}");
+    assert!(has("frontmatter-missing", &no_fm));
+    assert!(has("frontmatter-unclosed", &unclosed));
+    assert!(has("invalid-utf8", &latin1));
+    assert!(has("binary-file", &binary));
+    assert!(has("too-large", &huge));
+    assert!(has("symlink-loop", &e.root.join("loop/back")), "{diags:#?}");
+    assert!(has("duplicate-name", &e.root.join("dup-b/SKILL.md")));
+    assert!(has("not-a-file", &sk_dir));
+    assert!(has("root-missing", &missing_root));
+    for d in diags {
+        assert!(!d["message"].as_str().unwrap().is_empty());
+    }
+    // Every usable skill is there: good, bad-yaml, no-frontmatter, unclosed, latin1, huge, dup-a, dup-b.
+    assert_eq!(v["skills"], 8, "{v:#}");
+
+    for (q, id) in [
+        ("pdf tables", "good"),
+        ("zeppelins", "huge"),
+        ("invoices", "no-frontmatter"),
+        ("cafe menu", "latin1"),
+    ] {
+        let out = e.run_skills(&["search", q, "--json"]);
+        let v = json(&out);
+        assert_eq!(v["hits"][0]["id"], id, "query {q}: {v:#}");
+    }
+}
+
+#[test]
+fn empty_corpus_and_no_hits_exit_1_errors_exit_2() {
+    let e = Env::new();
+    let out = e.run_skills(&["index", "--json"]);
+    assert!(out.status.success());
+    assert_eq!(json(&out)["skills"], 0);
+    let out = e.run_skills(&["search", "anything"]);
+    assert_eq!(out.status.code(), Some(1));
+    e.skill("pdf", "pdf", "pdf tables", "x");
+    let out = e.run_skills(&["search", "pdf", "--refresh", "always"]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = e.run_skills(&["search", "   "]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = e.run_skills(&["show", "no-such-id"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`no-such-id`"));
+    let out = e.run(&[
+        "eval",
+        "--queries",
+        "/nonexistent.jsonl",
+        "--skills",
+        e.root.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.jsonl"));
+}
+
+#[test]
+fn render_resolves_refs_and_matches_the_reference_format() {
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from scanned PDF files",
+        "Run `{baseDir}/scripts/x.sh`; see [notes](references/notes.md).",
+    );
+    e.file("pdf-tables/scripts/x.sh", "#!/bin/sh\n");
+    e.file("pdf-tables/references/notes.md", "notes");
+    let out = e.run_skills(&["search", "extract tables from a scanned PDF", "--render"]);
+    assert!(out.status.success());
+    let dir = e.root.join("pdf-tables");
+    let d = dir.display();
+    let expected = format!(
+        "# Skills\n\n### Skill: pdf-tables  [local/pdf-tables]\n**Skill directory**: `{d}`\nRelative refs (e.g. `references/x.md`, `./scripts/y.sh`) resolve under this directory — use the absolute form for read_file / exec.\n\n\nRun `{d}/scripts/x.sh`; see [notes]({d}/references/notes.md).\n"
+    );
+    assert_eq!(stdout(&out), expected);
+    let show = e.run_skills(&["show", "local/pdf-tables"]);
+    assert_eq!(stdout(&show), expected);
+}
+
+#[test]
+fn eval_prints_exactly_the_contract_keys() {
+    let e = Env::new();
+    e.skill("a/pdf", "pdf", "extract pdf tables", "x");
+    e.skill("b/git", "git", "bisect a git history", "x");
+    let q = e.root.parent().unwrap().join("q.jsonl");
+    fs::write(&q, "{\"id\":\"1\",\"query\":\"pdf tables\",\"relevant\":{\"a/pdf\":1}}\n{\"id\":\"2\",\"query\":\"git bisect\",\"relevant\":{\"b/git\":1}}\n{\"id\":\"3\",\"query\":\"bisect\",\"relevant\":{\"a/pdf\":1}}\n").unwrap();
+    let out = e.run_skills(&["eval", "--queries", q.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "hit@1",
+            "mrr@10",
+            "ndcg@10",
+            "p50_ms",
+            "p95_ms",
+            "queries",
+            "recall@10",
+            "recall@5",
+            "skills"
+        ]
+    );
+    assert!((v["hit@1"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9);
+    assert_eq!(v["queries"], 3);
+    assert_eq!(v["skills"], 2);
+}
+
+#[test]
+fn stats_counts_eligibility_and_catalog_cost() {
+    let e = Env::new();
+    e.skill("a", "alpha", "first skill", "body one");
+    e.file("b/SKILL.md", "---\nname: beta\ndescription: needs a tool\nmetadata: {\"openclaw\":{\"requires\":{\"bins\":[\"no-such-binary-xyz\"]}}}\n---\nbody");
+    e.file(
+        "c/SKILL.md",
+        "---\nname: gamma\ndescription: users only\ndisable-model-invocation: true\n---\nbody",
+    );
+    let out = e.run_skills(&["stats", "--json"]);
+    assert!(out.status.success());
+    let v = json(&out);
+    assert_eq!(v["skills"], 3);
+    assert_eq!(v["eligible"], 1);
+    assert_eq!(v["excluded"]["bins"], 1);
+    assert_eq!(v["excluded"]["disabled-model-invocation"], 1);
+    let loc = e.root.join("a/SKILL.md");
+    let expected =
+        238 + 368 + 97 + "alpha".len() + "first skill".len() + loc.to_str().unwrap().len();
+    assert_eq!(v["openclaw_catalog"]["chars"], expected);
+}
+
+#[test]
+fn a_build_killed_midway_leaves_the_previous_index_serving() {
+    let e = Env::new();
+    e.skill("old", "old-skill", "the original zeppelin skill", "x");
+    assert!(e.run_skills(&["index"]).status.success());
+    for i in 0..3000 {
+        e.skill(
+            &format!("new/{i:04}"),
+            &format!("new-{i}"),
+            "a freshly added skill",
+            &"filler words ".repeat(200),
+        );
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+        .arg("--home")
+        .arg(&e.home)
+        .args(["index", "--skills", e.root.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let _ = child.kill();
+    let _ = child.wait();
+    let out = e.run_skills(&["search", "zeppelin", "--refresh", "never", "--json"]);
+    assert_eq!(json(&out)["hits"][0]["id"], "old");
+    let out = e.run_skills(&["index", "--json"]);
+    assert!(out.status.success());
+    assert_eq!(json(&out)["skills"], 3001);
+}
