@@ -82,52 +82,70 @@ pub struct ParsedSkill {
     pub problems: Vec<(&'static str, String)>,
 }
 
-/// Splits `text` into (frontmatter, body). `None` frontmatter when the file does not open with
-/// `---`. An unclosed frontmatter is reported through the third element.
-fn split(text: &str) -> (Option<&str>, &str, bool) {
+/// How the frontmatter was delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fence {
+    /// No frontmatter: the file does not open with `---`.
+    None,
+    /// Closed by a `---` (or `...`) line.
+    Closed,
+    /// Closed only by an indented `---` line (a common hand-edit mistake), accepted with a warning.
+    Indented,
+    /// Opened but never closed: the whole file is body.
+    Unclosed,
+}
+
+/// Splits `text` into (frontmatter, body, how it was fenced).
+fn split(text: &str) -> (Option<&str>, &str, Fence) {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let Some(rest) = text.strip_prefix("---") else {
-        return (None, text, false);
+        return (None, text, Fence::None);
     };
     // The opening fence must be alone on its line.
     let Some(nl) = rest.find('\n') else {
-        return (None, text, false);
+        return (None, text, Fence::None);
     };
     if !rest[..nl].trim().is_empty() {
-        return (None, text, false);
+        return (None, text, Fence::None);
     }
     let fm_start = nl + 1;
-    let mut pos = fm_start;
-    while pos <= rest.len() {
-        let end = rest[pos..].find('\n').map_or(rest.len(), |i| pos + i);
-        let line = rest[pos..end].trim_end();
-        if line == "---" || line == "..." {
-            let body_start = (end + 1).min(rest.len());
-            return (Some(&rest[fm_start..pos]), &rest[body_start..], false);
+    for (strict, fence) in [(true, Fence::Closed), (false, Fence::Indented)] {
+        let mut pos = fm_start;
+        while pos < rest.len() {
+            let end = rest[pos..].find('\n').map_or(rest.len(), |i| pos + i);
+            let raw = &rest[pos..end];
+            let line = if strict { raw.trim_end() } else { raw.trim() };
+            if line == "---" || line == "..." {
+                let body_start = (end + 1).min(rest.len());
+                return (Some(&rest[fm_start..pos]), &rest[body_start..], fence);
+            }
+            pos = end + 1;
         }
-        if end == rest.len() {
-            break;
-        }
-        pos = end + 1;
     }
-    (None, text, true)
+    (None, text, Fence::Unclosed)
 }
 
 /// Parses a `SKILL.md`. `dir_name` is the skill directory's name, used when `name` is missing.
 pub fn parse(text: &str, dir_name: &str) -> ParsedSkill {
     let mut problems = Vec::new();
-    let (fm, body, unclosed) = split(text);
-    if unclosed {
-        problems.push((
+    let (fm, body, fence) = split(text);
+    let problem = match fence {
+        Fence::Closed => None,
+        Fence::Unclosed => Some((
             "frontmatter-unclosed",
-            "frontmatter opens with `---` but no closing `---` line follows; the file was read as body only".to_owned(),
-        ));
-    } else if fm.is_none() {
-        problems.push((
+            "frontmatter opens with `---` but no closing `---` line follows; the file was read as body only",
+        )),
+        Fence::Indented => Some((
+            "frontmatter-fence-indented",
+            "frontmatter is closed by an indented `---`; put the closing `---` at the start of its line",
+        )),
+        Fence::None => Some((
             "frontmatter-missing",
-            "no `---` frontmatter; name taken from the directory, description left empty"
-                .to_owned(),
-        ));
+            "no `---` frontmatter; name taken from the directory, description left empty",
+        )),
+    };
+    if let Some((code, message)) = problem {
+        problems.push((code, message.to_owned()));
     }
     let map = match fm {
         None => Map::new(),
@@ -453,6 +471,13 @@ mod tests {
         let p = parse("---\nname: x\ndescription: y\n", "my-dir");
         assert_eq!(p.meta.name, "my-dir");
         assert_eq!(p.problems[0].0, "frontmatter-unclosed");
+        let p = parse(
+            "---\nname: x\ndescription: |\n  text\n  ---\n\n# Body\n",
+            "my-dir",
+        );
+        assert_eq!(p.meta.name, "x");
+        assert_eq!(p.problems[0].0, "frontmatter-fence-indented");
+        assert_eq!(p.body, "# Body\n");
     }
 
     #[test]

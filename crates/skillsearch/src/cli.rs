@@ -504,6 +504,38 @@ fn cmd_show(
     Ok(0)
 }
 
+/// Token counts are exact up to this many skills; above it a fixed-stride sample is scaled up.
+const STATS_EXACT_LIMIT: usize = 5000;
+
+fn stride_sample(n: usize) -> Vec<usize> {
+    (0..n).step_by((n / STATS_EXACT_LIMIT).max(1)).collect()
+}
+
+/// What OpenClaw's catalog of `skills` costs per turn: (characters, tokens).
+fn catalog_cost(skills: &[&skillsearch_core::Hit], counter: &TokenCounter) -> (usize, f64) {
+    let entry = |h: &skillsearch_core::Hit| {
+        tokens::openclaw_catalog_entry(&h.name, &h.description, &h.path.to_string_lossy())
+    };
+    let chars = tokens::openclaw_catalog_chars(skills.iter().map(|h| {
+        (
+            h.name.as_str(),
+            h.description.as_str(),
+            h.path.to_str().unwrap_or(""),
+        )
+    }));
+    let sample = stride_sample(skills.len());
+    let scale = skills.len() as f64 / sample.len().max(1) as f64;
+    let entry_tokens: f64 = sample
+        .iter()
+        .map(|&i| counter.count(&entry(skills[i])) as f64)
+        .sum::<f64>()
+        * scale;
+    // The fixed header and preamble are not reproduced here; count them at 4 characters a token.
+    let fixed =
+        (tokens::OPENCLAW_CATALOG_HEADER_CHARS + tokens::OPENCLAW_CATALOG_BASE_CHARS) as f64 / 4.0;
+    (chars, entry_tokens + fixed)
+}
+
 fn cmd_stats(
     out: &mut Out,
     home: &std::path::Path,
@@ -516,61 +548,36 @@ fn cmd_stats(
     let gate = GateEnv::from_process();
     let skills = idx.skills()?;
     let mut excluded: BTreeMap<String, usize> = BTreeMap::new();
+    let mut offered = Vec::new();
     let mut eligible = Vec::new();
-    let mut shadowed = 0;
     for (hit, is_shadowed) in &skills {
         if *is_shadowed {
-            shadowed += 1;
             continue;
         }
+        offered.push(hit);
         match gate.check(&hit.meta) {
             Ok(()) => eligible.push(hit),
             Err(e) => *excluded.entry(e.code).or_default() += 1,
         }
     }
+    let shadowed = skills.len() - offered.len();
     let counter = TokenCounter::new();
-    // The catalog every turn pays in OpenClaw, over the eligible skills.
-    let entries: Vec<String> = eligible
-        .iter()
-        .map(|h| tokens::openclaw_catalog_entry(&h.name, &h.description, &h.path.to_string_lossy()))
-        .collect();
-    let catalog_chars = tokens::openclaw_catalog_chars(eligible.iter().map(|h| {
-        (
-            h.name.as_str(),
-            h.description.as_str(),
-            h.path.to_str().unwrap_or(""),
-        )
-    }));
-    // Token counts: exact up to 5,000 skills, else a fixed-stride sample scaled up.
-    let stride = (eligible.len() / 5000).max(1);
-    let sample: Vec<usize> = (0..eligible.len()).step_by(stride).collect();
-    let exact = stride == 1;
-    let scale = eligible.len() as f64 / sample.len().max(1) as f64;
-    let fixed = tokens::OPENCLAW_CATALOG_HEADER_CHARS + tokens::OPENCLAW_CATALOG_BASE_CHARS;
-    let entry_tokens: f64 = sample
-        .iter()
-        .map(|&i| counter.count(&entries[i]) as f64)
-        .sum::<f64>()
-        * scale;
-    let catalog_tokens = entry_tokens + (fixed as f64 / 4.0);
+    let (all_chars, all_tokens) = catalog_cost(&offered, &counter);
+    let (elig_chars, elig_tokens) = catalog_cost(&eligible, &counter);
+    let exact = eligible.len() <= STATS_EXACT_LIMIT && offered.len() <= STATS_EXACT_LIMIT;
     // What a top-k injection costs: the mean rendered skill, k times.
-    let mut part_chars = 0f64;
-    let mut part_tokens = 0f64;
+    let sample = stride_sample(eligible.len());
+    let (mut part_chars, mut part_tokens) = (0f64, 0f64);
     for &i in &sample {
         let h = eligible[i];
         let body = corpus::load(&h.path, corpus::DEFAULT_MAX_FILE_BYTES).body;
-        let block = render::render(
-            &[RenderSkill {
-                name: h.name.clone(),
-                qualified_id: h.qualified_id.clone(),
-                skill_dir: Some(h.skill_dir.clone()),
-                body,
-            }],
-            "",
-            None,
-            &counter,
-        )
-        .text;
+        let skill = RenderSkill {
+            name: h.name.clone(),
+            qualified_id: h.qualified_id.clone(),
+            skill_dir: Some(h.skill_dir.clone()),
+            body,
+        };
+        let block = render::render(&[skill], "", None, &counter).text;
         part_chars += tokens::js_len(&block) as f64;
         part_tokens += counter.count(&block) as f64;
     }
@@ -578,46 +585,62 @@ fn cmd_stats(
     let k = top_k.min(eligible.len()) as f64;
     let inject_chars = (render::HEADING.len() as f64) + k * part_chars / n;
     let inject_tokens = 3.0 + k * part_tokens / n;
-    let v = serde_json::json!({
-        "files": keys.len(),
-        "skills": skills.len(),
-        "invalid_files": keys.len() - skills.len(),
-        "shadowed": shadowed,
-        "eligible": eligible.len(),
-        "excluded": excluded,
-        "openclaw_catalog": {"chars": catalog_chars, "tokens": catalog_tokens.round(), "tokens_exact": exact},
-        "top_k_injection": {"k": top_k, "chars": inject_chars.round(), "tokens": inject_tokens.round(), "mean_skill_tokens": (part_tokens / n).round()},
-        "tokenizer": "o200k_base",
-    });
     if json {
+        let v = serde_json::json!({
+            "files": keys.len(),
+            "skills": skills.len(),
+            "invalid_files": keys.len() - skills.len(),
+            "shadowed": shadowed,
+            "eligible": eligible.len(),
+            "excluded": excluded,
+            "openclaw_catalog_all": {"skills": offered.len(), "chars": all_chars, "tokens": all_tokens.round()},
+            "openclaw_catalog": {"skills": eligible.len(), "chars": elig_chars, "tokens": elig_tokens.round()},
+            "tokens_exact": exact,
+            "top_k_injection": {"k": top_k, "chars": inject_chars.round(), "tokens": inject_tokens.round(), "mean_skill_tokens": (part_tokens / n).round()},
+            "tokenizer": "o200k_base",
+        });
         out.json(&v)?;
         return Ok(0);
     }
-    out.line(&format!("files:        {}", keys.len()))?;
+    out.line(&format!("files:     {}", keys.len()))?;
     out.line(&format!(
-        "skills:       {} ({} unusable files, {} shadowed by an earlier root)",
+        "skills:    {} ({} unusable files, {shadowed} shadowed by an earlier root)",
         skills.len(),
-        keys.len() - skills.len(),
-        shadowed
+        keys.len() - skills.len()
     ))?;
-    out.line(&format!("eligible:     {}", eligible.len()))?;
-    let total_excl: usize = excluded.values().sum();
-    out.line(&format!("excluded:     {total_excl}"))?;
+    out.line(&format!("eligible:  {} on this machine", eligible.len()))?;
+    out.line(&format!("excluded:  {}", excluded.values().sum::<usize>()))?;
     for (code, n) in &excluded {
         out.line(&format!("  {code:<26} {n}"))?;
     }
-    let approx = if exact { "" } else { "~" };
+    let approx = if exact { " " } else { "~" };
     out.line("")?;
-    out.line("per-turn prompt cost                   chars      tokens (o200k)")?;
-    out.line(&format!(
-        "OpenClaw 2026.9.6 full catalog  {catalog_chars:>12}  {approx}{:>10.0}",
-        catalog_tokens
+    out.line("per-turn prompt cost                              chars   tokens (o200k)")?;
+    let row = |label: &str, chars: f64, tokens: f64, approx: &str| {
+        format!("{label:<42} {chars:>10.0}  {approx}{tokens:>9.0}")
+    };
+    out.line(&row(
+        &format!("OpenClaw 2026.9.6 catalog, all {} skills", offered.len()),
+        all_chars as f64,
+        all_tokens,
+        approx,
     ))?;
-    out.line(&format!("skillsearch top-{top_k} injection     {inject_chars:>12.0}  ~{inject_tokens:>9.0}  (mean over skills)"))?;
+    out.line(&row(
+        &format!("OpenClaw 2026.9.6 catalog, {} eligible", eligible.len()),
+        elig_chars as f64,
+        elig_tokens,
+        approx,
+    ))?;
+    out.line(&row(
+        &format!("skillsearch top-{top_k} injection (mean)"),
+        inject_chars,
+        inject_tokens,
+        "~",
+    ))?;
     if inject_tokens > 0.0 {
         out.line(&format!(
-            "ratio                           {:>12.1}x",
-            catalog_tokens / inject_tokens
+            "eligible catalog / top-{top_k} injection: {:.1}x",
+            elig_tokens / inject_tokens
         ))?;
     }
     Ok(0)
