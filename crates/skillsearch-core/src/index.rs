@@ -300,8 +300,12 @@ impl SkillIndex {
             f,
             state,
         };
-        // Touch every segment's fast fields so a truncated file is caught here, not mid-query.
-        idx.doc_keys().map_err(|e| e.to_string())?;
+        // Opening the reader already opened every segment (a truncated file fails there); also
+        // open each segment's fast-field columns, which is cheap and catches a damaged one.
+        for seg in idx.searcher().segment_readers() {
+            seg.fast_fields().u64("root").map_err(|e| e.to_string())?;
+            seg.fast_fields().str("path").map_err(|e| e.to_string())?;
+        }
         Ok(Some(idx))
     }
 
