@@ -143,116 +143,133 @@ pub fn discover(roots: &Roots) -> (Vec<FoundFile>, Vec<Diagnostic>) {
                 continue;
             }
         }
-        let mut visited = HashSet::new();
-        walk(
-            idx,
-            &root.path,
-            &root.path,
-            0,
-            &mut visited,
-            &mut files,
-            &mut diags,
-        );
+        let mut walk = Walk {
+            root_idx: idx,
+            root: &root.path,
+            visited: Visited::default(),
+            files: &mut files,
+            diags: &mut diags,
+        };
+        walk.dir(&root.path, 0);
     }
     (files, diags)
 }
 
-fn dir_identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+/// What the walk has seen, by (device, inode): directories (for loops) and `SKILL.md` files (a
+/// skill reached twice through a link is indexed once).
+#[derive(Default)]
+struct Visited {
+    dirs: HashSet<(u64, u64)>,
+    files: HashSet<(u64, u64)>,
 }
 
-fn walk(
+struct Walk<'a> {
     root_idx: usize,
-    root: &Path,
-    dir: &Path,
-    depth: usize,
-    visited: &mut HashSet<(u64, u64)>,
-    files: &mut Vec<FoundFile>,
-    diags: &mut Vec<Diagnostic>,
-) {
-    if let Some(id) = dir_identity(dir)
-        && !visited.insert(id)
-    {
-        diags.push(Diagnostic::warning(
-            "symlink-loop",
-            dir,
-            "directory was already visited (symlink loop or duplicate link); skipped",
-        ));
-        return;
-    }
-    let skill_file = dir.join(SKILL_FILE);
-    match std::fs::symlink_metadata(&skill_file) {
-        Ok(_) => {
-            match std::fs::metadata(&skill_file) {
-                Ok(m) if m.is_file() => {
-                    let rel = rel_id(root, dir);
-                    files.push(FoundFile {
-                        root: root_idx,
+    root: &'a Path,
+    visited: Visited,
+    files: &'a mut Vec<FoundFile>,
+    diags: &'a mut Vec<Diagnostic>,
+}
+
+impl Walk<'_> {
+    /// One directory. A skill directory costs one `stat` (of its `SKILL.md`); only directories
+    /// without one are stat'ed themselves (for loop detection) and listed.
+    fn dir(&mut self, dir: &Path, depth: usize) {
+        use std::os::unix::fs::MetadataExt;
+        let skill_file = dir.join(SKILL_FILE);
+        match std::fs::metadata(&skill_file) {
+            Ok(m) if m.is_file() => {
+                if self.visited.files.insert((m.dev(), m.ino())) {
+                    let rel = rel_id(self.root, dir);
+                    self.files.push(FoundFile {
+                        root: self.root_idx,
                         rel,
                         path: skill_file,
                         size: m.len(),
                         mtime_ns: mtime_ns(&m),
                     });
+                } else {
+                    self.diags.push(Diagnostic::warning(
+                        "duplicate-link",
+                        dir,
+                        "this skill was already found through another path (a symlink); indexed once",
+                    ));
                 }
-                Ok(_) => diags.push(Diagnostic::error(
+                // A directory with a SKILL.md is a skill: never descend below it.
+                return;
+            }
+            Ok(_) => {
+                self.diags.push(Diagnostic::error(
                     "not-a-file",
                     &skill_file,
                     "SKILL.md is not a regular file; skipped",
-                )),
-                Err(e) => diags.push(Diagnostic::error(
+                ));
+                return;
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                self.diags.push(Diagnostic::error(
                     "unreadable",
                     &skill_file,
                     format!("SKILL.md cannot be read ({e}); skipped"),
-                )),
+                ));
+                return;
             }
-            // A directory with a SKILL.md is a skill: never descend below it.
-            return;
+            Err(_) => {
+                if std::fs::symlink_metadata(&skill_file).is_ok() {
+                    self.diags.push(Diagnostic::error(
+                        "unreadable",
+                        &skill_file,
+                        "SKILL.md is a symlink whose target does not exist; skipped",
+                    ));
+                    return;
+                }
+            }
         }
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            diags.push(Diagnostic::error(
-                "unreadable",
-                &skill_file,
-                format!("SKILL.md cannot be read ({e}); skipped"),
-            ));
-            return;
-        }
-        Err(_) => {}
-    }
-    if depth >= MAX_DEPTH {
-        return;
-    }
-    let entries = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                "unreadable-dir",
+        if let Ok(m) = std::fs::metadata(dir)
+            && !self.visited.dirs.insert((m.dev(), m.ino()))
+        {
+            self.diags.push(Diagnostic::warning(
+                "symlink-loop",
                 dir,
-                format!("directory cannot be listed ({e}); skills below it are missing"),
+                "directory was already visited (symlink loop or duplicate link); skipped",
             ));
             return;
         }
-    };
-    let mut subdirs: Vec<(std::ffi::OsString, PathBuf)> = Vec::new();
-    for entry in entries {
-        let Ok(entry) = entry else { continue };
-        let name = entry.file_name();
-        if name.to_str().is_some_and(|n| SKIP_DIRS.contains(&n)) {
-            continue;
+        if depth >= MAX_DEPTH {
+            return;
         }
-        let Ok(ft) = entry.file_type() else { continue };
-        let is_dir = if ft.is_symlink() {
-            entry.path().is_dir()
-        } else {
-            ft.is_dir()
+        let entries = match std::fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) => {
+                self.diags.push(Diagnostic::error(
+                    "unreadable-dir",
+                    dir,
+                    format!("directory cannot be listed ({e}); skills below it are missing"),
+                ));
+                return;
+            }
         };
-        if is_dir {
-            subdirs.push((name, entry.path()));
+        let mut subdirs: Vec<(std::ffi::OsString, PathBuf)> = Vec::new();
+        for entry in entries {
+            let Ok(entry) = entry else { continue };
+            let name = entry.file_name();
+            if name.to_str().is_some_and(|n| SKIP_DIRS.contains(&n)) {
+                continue;
+            }
+            let Ok(ft) = entry.file_type() else { continue };
+            let is_dir = if ft.is_symlink() {
+                entry.path().is_dir()
+            } else {
+                ft.is_dir()
+            };
+            if is_dir {
+                subdirs.push((name, entry.path()));
+            }
         }
-    }
-    subdirs.sort();
-    for (_, sub) in subdirs {
-        walk(root_idx, root, &sub, depth + 1, visited, files, diags);
+        subdirs.sort();
+        for (_, sub) in subdirs {
+            self.dir(&sub, depth + 1);
+        }
     }
 }
 
@@ -400,6 +417,37 @@ mod tests {
         let rels: Vec<_> = files.iter().map(|f| f.rel.as_str()).collect();
         assert_eq!(rels, ["1/2/3/4/5/6", "a", "b", "group/c"]);
         assert!(diags.is_empty(), "{diags:?}");
+    }
+
+    #[test]
+    fn openclaw_precedence_order() {
+        let r = Roots::openclaw(
+            Path::new("/ws"),
+            Some(Path::new("/home/u")),
+            &[PathBuf::from("/extra")],
+        );
+        let paths: Vec<_> = r.0.iter().map(|r| r.path.to_str().unwrap()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/ws/skills",
+                "/ws/.agents/skills",
+                "/home/u/.agents/skills",
+                "/home/u/.openclaw/skills",
+                "/extra"
+            ]
+        );
+        let labels: Vec<_> = r.0.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["workspace", "agents", "user-agents", "managed", "extra"]
+        );
+        let dup = Roots::explicit(["/a", "/b", "/a"]);
+        assert_eq!(
+            dup.0.len(),
+            2,
+            "a root given twice is kept once, at its first place"
+        );
     }
 
     #[test]

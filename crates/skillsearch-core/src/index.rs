@@ -27,6 +27,9 @@ use tantivy::{
 /// Bumped whenever the schema or the analyzer changes; a new version builds a new index.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// Incremental refreshes leave merging to tantivy once the index has this many segments.
+const MERGE_AFTER_SEGMENTS: usize = 8;
+
 /// How the index is built.
 #[derive(Debug, Clone)]
 pub struct IndexConfig {
@@ -172,6 +175,8 @@ pub struct SkillIndex {
     reader: IndexReader,
     pub(crate) f: Fields,
     state: State,
+    /// Document keys of the current commit; reset when a refresh commits.
+    keys: std::sync::OnceLock<std::sync::Arc<Vec<DocKey>>>,
 }
 
 fn now_ms() -> u64 {
@@ -299,6 +304,7 @@ impl SkillIndex {
             reader,
             f,
             state,
+            keys: Default::default(),
         };
         // Opening the reader already opened every segment (a truncated file fails there); also
         // open each segment's fast-field columns, which is cheap and catches a damaged one.
@@ -346,6 +352,7 @@ impl SkillIndex {
             reader,
             f,
             state,
+            keys: Default::default(),
         })
     }
 
@@ -373,52 +380,67 @@ impl SkillIndex {
         }
     }
 
-    /// Every live document's identity, in precedence order (root, then id).
-    pub fn doc_keys(&self) -> Result<Vec<DocKey>> {
+    /// Every live document's identity, in precedence order (root, then id). Computed once per
+    /// commit and cached: each string column's dictionary is streamed once, in order.
+    pub fn doc_keys(&self) -> Result<std::sync::Arc<Vec<DocKey>>> {
+        if let Some(keys) = self.keys.get() {
+            return Ok(keys.clone());
+        }
+        let keys = std::sync::Arc::new(self.read_doc_keys()?);
+        let _ = self.keys.set(keys.clone());
+        Ok(keys)
+    }
+
+    fn read_doc_keys(&self) -> Result<Vec<DocKey>> {
         let searcher = self.searcher();
         let mut out = Vec::with_capacity(searcher.num_docs() as usize);
+        let e = |e: tantivy::TantivyError| self.index_err(e);
         for (seg_ord, seg) in searcher.segment_readers().iter().enumerate() {
             let ff = seg.fast_fields();
-            let e = |e: tantivy::TantivyError| self.index_err(e);
             let root = ff.u64("root").map_err(e)?;
             let size = ff.u64("size").map_err(e)?;
             let valid = ff.u64("valid").map_err(e)?;
             let has_diag = ff.u64("has_diag").map_err(e)?;
             let mtime = ff.i64("mtime").map_err(e)?;
-            let str_col = |name: &str| {
-                ff.str(name)
-                    .map_err(|err| self.index_err(err))?
-                    .ok_or_else(|| Error::Format {
-                        what: "index",
-                        path: self.dir.clone(),
-                        message: format!("fast field `{name}` missing"),
-                    })
+            // (terms by ordinal, ordinal column) of one string column.
+            let strings =
+                |name: &str| -> Result<(Vec<String>, Option<tantivy::columnar::Column<u64>>)> {
+                    let Some(col) = ff.str(name).map_err(e)? else {
+                        return Ok((Vec::new(), None));
+                    };
+                    let mut terms = Vec::with_capacity(col.num_terms());
+                    let mut stream = col
+                        .dictionary()
+                        .stream()
+                        .map_err(|err| Error::io(&self.dir, err))?;
+                    while stream.advance() {
+                        terms.push(String::from_utf8_lossy(stream.key()).into_owned());
+                    }
+                    Ok((terms, Some(col.ords().clone())))
+                };
+            let (paths, path_ords) = strings("path")?;
+            let (rels, rel_ords) = strings("rel")?;
+            let (names, name_ords) = strings("name_key")?;
+            let get = |terms: &[String],
+                       ords: &Option<tantivy::columnar::Column<u64>>,
+                       doc: u32|
+             -> String {
+                ords.as_ref()
+                    .and_then(|o| o.first(doc))
+                    .and_then(|ord| terms.get(ord as usize))
+                    .cloned()
+                    .unwrap_or_default()
             };
-            let path = str_col("path")?;
-            let rel = str_col("rel")?;
-            let name_key = ff.str("name_key").map_err(|err| self.index_err(err))?;
             let alive = seg.alive_bitset();
-            let mut buf = String::new();
-            let mut read = |col: &tantivy::columnar::StrColumn, doc: u32| -> Result<String> {
-                buf.clear();
-                if let Some(ord) = col.ords().first(doc) {
-                    col.ord_to_str(ord, &mut buf)
-                        .map_err(|e| Error::io(&self.dir, e))?;
-                }
-                Ok(buf.clone())
-            };
             for doc in 0..seg.max_doc() {
                 if alive.is_some_and(|a| !a.is_alive(doc)) {
                     continue;
                 }
                 out.push(DocKey {
                     root: root.first(doc).unwrap_or(0) as usize,
-                    rel: read(&rel, doc)?,
-                    path: PathBuf::from(read(&path, doc)?),
-                    name: match &name_key {
-                        Some(c) => read(c, doc)?,
-                        None => String::new(),
-                    },
+                    rel: get(&rels, &rel_ords, doc),
+                    path: PathBuf::from(get(&paths, &path_ords, doc)),
+                    name: get(&names, &name_ords, doc),
                     valid: valid.first(doc) == Some(1),
                     has_diag: has_diag.first(doc) == Some(1),
                     size: size.first(doc).unwrap_or(0),
@@ -437,8 +459,8 @@ impl SkillIndex {
         let (files, walk_diags) = corpus::discover(&self.roots);
         let existing: HashMap<PathBuf, (u64, i64)> = self
             .doc_keys()?
-            .into_iter()
-            .map(|k| (k.path, (k.size, k.mtime_ns)))
+            .iter()
+            .map(|k| (k.path.clone(), (k.size, k.mtime_ns)))
             .collect();
         let mut report = RefreshReport {
             diagnostics: walk_diags.clone(),
@@ -481,6 +503,12 @@ impl SkillIndex {
                 }
                 Err(e) => return Err(self.index_err(e)),
             };
+            // Small updates add a segment each; merging them costs more than it saves until
+            // there are many, so merge only then (and wait, so no merge is left half-done).
+            let segments = self.searcher().segment_readers().len();
+            if !full_build && segments < MERGE_AFTER_SEGMENTS {
+                writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
+            }
             for p in removed {
                 writer.delete_term(Term::from_field_text(self.f.path, &p.to_string_lossy()));
             }
@@ -502,6 +530,7 @@ impl SkillIndex {
                 .wait_merging_threads()
                 .map_err(|e| self.index_err(e))?;
             self.reader.reload().map_err(|e| self.index_err(e))?;
+            self.keys = Default::default();
         }
         self.state.verified_at_ms = now_ms();
         self.state.walk_diagnostics = walk_diags;
@@ -653,9 +682,10 @@ impl SkillIndex {
     /// Every name held by more than one skill: the winner first, then the shadowed copies.
     pub fn collisions(&self) -> Result<Vec<Collision>> {
         let mut by_name: BTreeMap<String, Vec<DocKey>> = BTreeMap::new();
-        for k in self.doc_keys()? {
+        let keys = self.doc_keys()?;
+        for k in keys.iter() {
             if k.valid {
-                by_name.entry(k.name.clone()).or_default().push(k);
+                by_name.entry(k.name.clone()).or_default().push(k.clone());
             }
         }
         Ok(by_name
@@ -679,7 +709,7 @@ impl SkillIndex {
     pub fn diagnostics(&self) -> Result<Vec<Diagnostic>> {
         let mut out = self.state.walk_diagnostics.clone();
         let searcher = self.searcher();
-        for k in self.doc_keys()? {
+        for k in self.doc_keys()?.iter() {
             if k.has_diag {
                 out.extend(self.stored(&searcher, k.address)?.diagnostics);
             }

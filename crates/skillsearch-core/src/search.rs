@@ -221,7 +221,7 @@ impl SkillIndex {
     pub fn get(&self, id: &str) -> Result<Option<Hit>> {
         let id = id.strip_prefix("local/").unwrap_or(id);
         let searcher = self.searcher();
-        for key in self.doc_keys()? {
+        for key in self.doc_keys()?.iter().cloned() {
             if key.rel == id && key.valid {
                 let meta = self.stored(&searcher, key.address)?.meta;
                 let skill_dir = key.path.parent().map(PathBuf::from).unwrap_or_default();
@@ -248,7 +248,7 @@ impl SkillIndex {
         let mut first_root: std::collections::HashMap<String, usize> =
             std::collections::HashMap::new();
         let mut out = Vec::new();
-        for key in self.doc_keys()? {
+        for key in self.doc_keys()?.iter().cloned() {
             if !key.valid {
                 continue;
             }

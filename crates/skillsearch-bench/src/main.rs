@@ -1,0 +1,87 @@
+#![allow(clippy::print_stdout, reason = "a benchmark program reports on stdout")]
+//! `skillsearch-bench`: builds synthetic skill corpora from a real one and measures the engine on
+//! them (full build, re-open, incremental update, warm and cold-process queries, peak RSS, index
+//! size). A program that prints figures, not a test: nothing here passes or fails on a number.
+
+mod run;
+mod synth;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "skillsearch-bench",
+    about = "Measures skillsearch on real and synthetic skill corpora"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a synthetic corpus of N skills from a real one (idempotent)
+    Corpus {
+        /// The real corpus: directories each holding a SKILL.md
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+        /// Where `s000000/SKILL.md`... are written
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Number of skills to write
+        #[arg(long)]
+        count: usize,
+        /// Seed of the paragraph shuffle
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Measure build, re-open, incremental update, queries, RSS and index size on a corpus
+    Run(run::RunArgs),
+    /// (internal) Full build on an empty home; prints build time and VmHWM as JSON
+    #[command(hide = true)]
+    BuildChild {
+        #[arg(long, value_name = "DIR")]
+        skills: PathBuf,
+        #[arg(long, value_name = "DIR")]
+        home: PathBuf,
+    },
+    /// (internal) One search on an existing index; prints VmHWM as JSON
+    #[command(hide = true)]
+    SearchChild {
+        #[arg(long, value_name = "DIR")]
+        skills: PathBuf,
+        #[arg(long, value_name = "DIR")]
+        home: PathBuf,
+        #[arg(long)]
+        query: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result: Result<()> = match cli.command {
+        Command::Corpus {
+            from,
+            out,
+            count,
+            seed,
+        } => synth::build(&from, &out, count, seed),
+        Command::Run(args) => run::run(&args),
+        Command::BuildChild { skills, home } => run::build_child(&skills, &home),
+        Command::SearchChild {
+            skills,
+            home,
+            query,
+        } => run::search_child(&skills, &home, &query),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("skillsearch-bench: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
