@@ -3,11 +3,14 @@
 
 use crate::diagnostic::Diagnostic;
 use crate::frontmatter::{self, SkillMeta};
+use rustix::fd::OwnedFd;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
 /// The file every skill directory holds.
 pub const SKILL_FILE: &str = "SKILL.md";
@@ -150,7 +153,7 @@ pub fn discover(roots: &Roots) -> (Vec<FoundFile>, Vec<Diagnostic>) {
             files: &mut files,
             diags: &mut diags,
         };
-        walk.dir(&root.path, 0);
+        walk.dir(&root.path, 0, None);
     }
     (files, diags)
 }
@@ -171,22 +174,56 @@ struct Walk<'a> {
     diags: &'a mut Vec<Diagnostic>,
 }
 
+/// A directory to visit: its path, and (when it was found by listing its parent) the parent's
+/// open descriptor and its own name, so system calls resolve one component instead of the
+/// whole path (the walk's cost at 64K skills is dominated by path lookups).
+struct At<'a> {
+    parent: &'a OwnedFd,
+    name: &'a OsStr,
+}
+
+fn stat_in(at: &Option<At<'_>>, path: &Path, below: Option<&str>) -> std::io::Result<Stat> {
+    match at {
+        Some(at) => {
+            let mut rel = at.name.to_os_string();
+            if let Some(b) = below {
+                rel.push("/");
+                rel.push(b);
+            }
+            Ok(rustix::fs::statat(
+                at.parent,
+                rel.as_os_str(),
+                AtFlags::empty(),
+            )?)
+        }
+        None => {
+            let p = below.map_or_else(|| path.to_path_buf(), |b| path.join(b));
+            Ok(rustix::fs::stat(&p)?)
+        }
+    }
+}
+
+fn stat_mtime_ns(st: &Stat) -> i64 {
+    st.st_mtime
+        .saturating_mul(1_000_000_000)
+        .saturating_add(st.st_mtime_nsec as i64)
+}
+
 impl Walk<'_> {
     /// One directory. A skill directory costs one `stat` (of its `SKILL.md`); only directories
     /// without one are stat'ed themselves (for loop detection) and listed.
-    fn dir(&mut self, dir: &Path, depth: usize) {
-        use std::os::unix::fs::MetadataExt;
+    fn dir(&mut self, dir: &Path, depth: usize, at: Option<At<'_>>) {
         let skill_file = dir.join(SKILL_FILE);
-        match std::fs::metadata(&skill_file) {
-            Ok(m) if m.is_file() => {
-                if self.visited.files.insert((m.dev(), m.ino())) {
+        match stat_in(&at, dir, Some(SKILL_FILE)) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
+                if self.visited.files.insert((st.st_dev, st.st_ino)) {
                     let rel = rel_id(self.root, dir);
                     self.files.push(FoundFile {
                         root: self.root_idx,
                         rel,
                         path: skill_file,
-                        size: m.len(),
-                        mtime_ns: mtime_ns(&m),
+                        size: st.st_size as u64,
+                        mtime_ns: stat_mtime_ns(&st),
                     });
                 } else {
                     self.diags.push(Diagnostic::warning(
@@ -225,8 +262,8 @@ impl Walk<'_> {
                 }
             }
         }
-        if let Ok(m) = std::fs::metadata(dir)
-            && !self.visited.dirs.insert((m.dev(), m.ino()))
+        if let Ok(st) = stat_in(&at, dir, None)
+            && !self.visited.dirs.insert((st.st_dev, st.st_ino))
         {
             self.diags.push(Diagnostic::warning(
                 "symlink-loop",
@@ -238,9 +275,42 @@ impl Walk<'_> {
         if depth >= MAX_DEPTH {
             return;
         }
-        let entries = match std::fs::read_dir(dir) {
-            Ok(rd) => rd,
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let opened = match &at {
+            Some(at) => rustix::fs::openat(at.parent, at.name, flags, Mode::empty()),
+            None => rustix::fs::open(dir, flags, Mode::empty()),
+        };
+        let listing = opened.and_then(|fd| {
+            let mut names = Vec::new();
+            let mut rd = rustix::fs::Dir::read_from(&fd)?;
+            while let Some(entry) = rd.read() {
+                let entry = entry?;
+                let name = OsStr::from_bytes(entry.file_name().to_bytes());
+                if name == "."
+                    || name == ".."
+                    || name.to_str().is_some_and(|n| SKIP_DIRS.contains(&n))
+                {
+                    continue;
+                }
+                let is_dir = match entry.file_type() {
+                    FileType::Directory => true,
+                    FileType::Symlink | FileType::Unknown => {
+                        rustix::fs::statat(&fd, name, AtFlags::empty()).is_ok_and(|st| {
+                            FileType::from_raw_mode(st.st_mode) == FileType::Directory
+                        })
+                    }
+                    _ => false,
+                };
+                if is_dir {
+                    names.push(name.to_os_string());
+                }
+            }
+            Ok((fd, names))
+        });
+        let (fd, mut names) = match listing {
+            Ok(l) => l,
             Err(e) => {
+                let e = std::io::Error::from(e);
                 self.diags.push(Diagnostic::error(
                     "unreadable-dir",
                     dir,
@@ -249,51 +319,25 @@ impl Walk<'_> {
                 return;
             }
         };
-        let mut subdirs: Vec<(std::ffi::OsString, PathBuf)> = Vec::new();
-        for entry in entries {
-            let Ok(entry) = entry else { continue };
-            let name = entry.file_name();
-            if name.to_str().is_some_and(|n| SKIP_DIRS.contains(&n)) {
-                continue;
-            }
-            let Ok(ft) = entry.file_type() else { continue };
-            let is_dir = if ft.is_symlink() {
-                entry.path().is_dir()
-            } else {
-                ft.is_dir()
-            };
-            if is_dir {
-                subdirs.push((name, entry.path()));
-            }
-        }
-        subdirs.sort();
-        for (_, sub) in subdirs {
-            self.dir(&sub, depth + 1);
+        names.sort();
+        for name in &names {
+            let sub = dir.join(name);
+            self.dir(&sub, depth + 1, Some(At { parent: &fd, name }));
         }
     }
 }
 
 fn rel_id(root: &Path, dir: &Path) -> String {
-    match dir.strip_prefix(root) {
-        Ok(rel) if !rel.as_os_str().is_empty() => rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/"),
+    // `dir` was built by joining names onto `root`, so its bytes start with the root's.
+    let (root_b, dir_b) = (root.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
+    match dir_b.strip_prefix(root_b) {
+        Some(rest) if !rest.is_empty() => {
+            String::from_utf8_lossy(rest.strip_prefix(b"/").unwrap_or(rest)).into_owned()
+        }
         _ => root
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "skill".to_owned()),
-    }
-}
-
-pub(crate) fn mtime_ns(m: &std::fs::Metadata) -> i64 {
-    match m.modified() {
-        Ok(t) => match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
-            Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
-        },
-        Err(_) => 0,
     }
 }
 

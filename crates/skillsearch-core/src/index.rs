@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::frontmatter::SkillMeta;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tantivy::collector::DocSetCollector;
@@ -283,7 +283,8 @@ impl SkillIndex {
         if state.format != FORMAT_VERSION || state.roots != *roots {
             return Err("state.json belongs to another format or root set".into());
         }
-        let index = Index::open_in_dir(&tdir).map_err(|e| e.to_string())?;
+        let mut index = Index::open_in_dir(&tdir).map_err(|e| e.to_string())?;
+        let _ = index.set_default_multithread_executor();
         let (_, f) = schema();
         if index.schema() != schema().0 {
             return Err("schema differs".into());
@@ -457,20 +458,23 @@ impl SkillIndex {
     pub fn refresh(&mut self, progress: &dyn Fn(Progress)) -> Result<RefreshReport> {
         let started = Instant::now();
         let (files, walk_diags) = corpus::discover(&self.roots);
-        let existing: HashMap<PathBuf, (u64, i64)> = self
-            .doc_keys()?
+        let keys = self.doc_keys()?;
+        // Keyed by the path's bytes: hashing a `PathBuf` walks its components, which at 64K
+        // skills costs more than the comparison itself.
+        let existing: HashMap<&std::ffi::OsStr, (u64, i64)> = keys
             .iter()
-            .map(|k| (k.path.clone(), (k.size, k.mtime_ns)))
+            .map(|k| (k.path.as_os_str(), (k.size, k.mtime_ns)))
             .collect();
         let mut report = RefreshReport {
             diagnostics: walk_diags.clone(),
             ..RefreshReport::default()
         };
         let mut to_read: Vec<&FoundFile> = Vec::new();
-        let mut seen = std::collections::HashSet::with_capacity(files.len());
+        let mut seen: std::collections::HashSet<&std::ffi::OsStr> =
+            std::collections::HashSet::with_capacity(files.len());
         for f in &files {
-            seen.insert(f.path.clone());
-            match existing.get(&f.path) {
+            seen.insert(f.path.as_os_str());
+            match existing.get(f.path.as_os_str()) {
                 Some(&(size, mtime)) if size == f.size && mtime == f.mtime_ns => {
                     report.unchanged += 1
                 }
@@ -484,7 +488,11 @@ impl SkillIndex {
                 }
             }
         }
-        let removed: Vec<&PathBuf> = existing.keys().filter(|p| !seen.contains(*p)).collect();
+        let removed: Vec<&std::ffi::OsStr> = existing
+            .keys()
+            .filter(|p| !seen.contains(*p))
+            .copied()
+            .collect();
         report.removed = removed.len();
         if !to_read.is_empty() || !removed.is_empty() {
             let full_build = existing.is_empty();
@@ -513,7 +521,7 @@ impl SkillIndex {
                 writer.delete_term(Term::from_field_text(self.f.path, &p.to_string_lossy()));
             }
             for f in &to_read {
-                if existing.contains_key(&f.path) {
+                if existing.contains_key(f.path.as_os_str()) {
                     writer.delete_term(Term::from_field_text(
                         self.f.path,
                         &f.path.to_string_lossy(),
@@ -637,6 +645,10 @@ impl SkillIndex {
         addr: tantivy::DocAddress,
     ) -> Result<StoredMeta> {
         let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
+        self.stored_of(&doc)
+    }
+
+    pub(crate) fn stored_of(&self, doc: &TantivyDocument) -> Result<StoredMeta> {
         let json = doc
             .get_first(self.f.meta)
             .and_then(|v| v.as_str())
@@ -681,28 +693,29 @@ impl SkillIndex {
 
     /// Every name held by more than one skill: the winner first, then the shadowed copies.
     pub fn collisions(&self) -> Result<Vec<Collision>> {
-        let mut by_name: BTreeMap<String, Vec<DocKey>> = BTreeMap::new();
         let keys = self.doc_keys()?;
-        for k in keys.iter() {
-            if k.valid {
-                by_name.entry(k.name.clone()).or_default().push(k.clone());
-            }
+        let mut by_name: HashMap<&str, Vec<&DocKey>> = HashMap::with_capacity(keys.len());
+        for k in keys.iter().filter(|k| k.valid) {
+            by_name.entry(k.name.as_str()).or_default().push(k);
         }
-        Ok(by_name
+        let mut out: Vec<Collision> = by_name
             .into_iter()
             .filter(|(_, v)| v.len() > 1)
             .map(|(name, v)| {
+                // `keys` is in precedence order, so `v` is too.
                 let first_root = v[0].root;
                 let (same, later): (Vec<&DocKey>, Vec<&DocKey>) =
                     v.iter().partition(|k| k.root == first_root);
                 Collision {
-                    name,
+                    name: name.to_owned(),
                     winner: v[0].path.clone(),
                     shadowed: later.iter().map(|k| k.path.clone()).collect(),
                     same_root: same[1..].iter().map(|k| k.path.clone()).collect(),
                 }
             })
-            .collect())
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 
     /// Every diagnostic the index knows: the walk's, each file's, and name collisions.

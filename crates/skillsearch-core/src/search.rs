@@ -7,12 +7,54 @@ use crate::frontmatter::SkillMeta;
 use crate::gate::{Exclusion, GateEnv};
 use crate::index::SkillIndex;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::path::PathBuf;
-use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery, Weight};
 use tantivy::schema::{IndexRecordOption, Value as _};
-use tantivy::{TantivyDocument, Term};
+use tantivy::{DocAddress, DocId, Score, Searcher, SegmentReader, TantivyDocument, Term};
+
+/// A ranked document, before its stored fields are read.
+struct Candidate {
+    score: Score,
+    root: usize,
+    rel: String,
+    addr: DocAddress,
+}
+
+/// A candidate inside one segment, where the id's dictionary ordinal orders like the id.
+/// Ordered so that the *worst* candidate is the greatest (the top of a max-heap).
+#[derive(Clone, Copy)]
+struct SegmentCandidate {
+    score: Score,
+    root: u64,
+    rel_ord: u64,
+    doc: DocId,
+}
+
+impl Ord for SegmentCandidate {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then(self.root.cmp(&other.root))
+            .then(self.rel_ord.cmp(&other.rel_ord))
+    }
+}
+
+impl PartialOrd for SegmentCandidate {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for SegmentCandidate {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for SegmentCandidate {}
 
 /// Source label of skills from the local index (`[local/<id>]`).
 pub const LOCAL_SOURCE: &str = "local";
@@ -26,6 +68,8 @@ pub struct SearchOptions {
     pub body_weight: f32,
     /// A term in more than this share of documents is dropped from the query...
     pub stopword_df: f32,
+    /// The same for the body field.
+    pub body_stopword_df: f32,
     /// ...once the corpus has at least this many documents.
     pub stopword_min_docs: u64,
 }
@@ -38,6 +82,7 @@ impl Default for SearchOptions {
             description_weight: 2.0,
             body_weight: 1.0,
             stopword_df: 0.5,
+            body_stopword_df: 0.5,
             stopword_min_docs: 10,
         }
     }
@@ -95,15 +140,19 @@ impl SkillIndex {
         }
         let mut result = SearchResult::default();
         let fields = [
-            (self.f.name, opts.name_weight),
-            (self.f.description, opts.description_weight),
-            (self.f.body, opts.body_weight),
+            (self.f.name, opts.name_weight, opts.stopword_df),
+            (
+                self.f.description,
+                opts.description_weight,
+                opts.stopword_df,
+            ),
+            (self.f.body, opts.body_weight, opts.body_stopword_df),
         ];
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (term, count) in &counts {
             let mut used = false;
             let mut stop = false;
-            for &(field, weight) in &fields {
+            for &(field, weight, max_df) in &fields {
                 if weight <= 0.0 {
                     continue;
                 }
@@ -112,8 +161,7 @@ impl SkillIndex {
                 if df == 0 {
                     continue;
                 }
-                if n_docs >= opts.stopword_min_docs && df as f32 / n_docs as f32 > opts.stopword_df
-                {
+                if n_docs >= opts.stopword_min_docs && df as f32 / n_docs as f32 > max_df {
                     stop = true;
                     continue;
                 }
@@ -134,44 +182,40 @@ impl SkillIndex {
             return Ok(result);
         }
         let query = BooleanQuery::new(clauses);
-        let mut limit = opts.top_k * 3 + 8;
+        let weight = query
+            .weight(EnableScoring::enabled_from_searcher(&searcher))
+            .map_err(|e| self.index_err(e))?;
+        // A few more than k, for hits that gating or shadowing drops; grows only if needed.
+        let mut limit = opts.top_k + 4;
         loop {
-            let mut top = searcher
-                .search(&query, &TopDocs::with_limit(limit).order_by_score())
-                .map_err(|e| self.index_err(e))?;
-            let exhausted = top.len() < limit;
-            // Deterministic ties: equal scores fall back to root precedence, then id.
-            let mut keyed = Vec::with_capacity(top.len());
-            for (score, addr) in top.drain(..) {
+            let (keyed, exhausted) = self.top_candidates(&searcher, weight.as_ref(), limit)?;
+            result.hits.clear();
+            result.dropped.clear();
+            let several_roots = self.roots.0.len() > 1;
+            for Candidate {
+                score,
+                root,
+                rel,
+                addr,
+            } in keyed
+            {
+                if result.hits.len() == opts.top_k {
+                    break;
+                }
                 let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
-                let root = doc
-                    .get_first(self.f.root)
-                    .and_then(|v| v.as_u64())
-                    .unwrap_or(0) as usize;
-                let rel = doc
-                    .get_first(self.f.rel)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_owned();
                 let path = doc
                     .get_first(self.f.path)
                     .and_then(|v| v.as_str())
                     .unwrap_or("")
                     .to_owned();
-                keyed.push((score, root, rel, path, addr));
-            }
-            keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-            result.hits.clear();
-            result.dropped.clear();
-            for (score, root, rel, path, addr) in keyed {
-                if result.hits.len() == opts.top_k {
-                    break;
-                }
-                let stored = self.stored(&searcher, addr)?;
-                let meta = stored.meta;
+                let meta = self.stored_of(&doc)?.meta;
                 // Only a skill in a root of higher precedence shadows; two skills of one name in
                 // the same root are both kept (their ids differ) and reported by `index`.
-                let winner = self.docs_named(&searcher, &meta.name)?.into_iter().next();
+                let winner = if several_roots && root > 0 {
+                    self.docs_named(&searcher, &meta.name)?.into_iter().next()
+                } else {
+                    None
+                };
                 if let Some((w_root, w_rel)) = winner
                     && w_root < root
                 {
@@ -210,11 +254,123 @@ impl SkillIndex {
                     meta,
                 });
             }
-            if result.hits.len() == opts.top_k || exhausted {
+            if exhausted || result.hits.len() == opts.top_k {
                 return Ok(result);
             }
             limit *= 4;
         }
+    }
+
+    /// The best `k` documents over all segments by (score desc, root asc, id asc), and whether
+    /// that is every match. Ties are broken by precedence and id inside the collection itself,
+    /// so the answer never depends on how documents are laid out in segments. Segments are
+    /// searched in parallel.
+    fn top_candidates(
+        &self,
+        searcher: &Searcher,
+        weight: &dyn Weight,
+        k: usize,
+    ) -> Result<(Vec<Candidate>, bool)> {
+        let readers = searcher.segment_readers();
+        let per_segment: Vec<Result<(Vec<Candidate>, bool)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = readers
+                .iter()
+                .enumerate()
+                .skip(1)
+                .map(|(ord, r)| s.spawn(move || self.segment_top(weight, r, ord as u32, k)))
+                .collect();
+            let mut out = Vec::with_capacity(readers.len());
+            if let Some(first) = readers.first() {
+                out.push(self.segment_top(weight, first, 0, k));
+            }
+            for h in handles {
+                out.push(h.join().unwrap_or_else(|_| {
+                    Err(crate::Error::Invalid("a search thread panicked".into()))
+                }));
+            }
+            out
+        });
+        let mut all = Vec::new();
+        let mut exhausted = true;
+        for r in per_segment {
+            let (cands, done) = r?;
+            exhausted &= done;
+            all.extend(cands);
+        }
+        all.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.root.cmp(&b.root))
+                .then(a.rel.cmp(&b.rel))
+        });
+        if all.len() > k {
+            all.truncate(k);
+            exhausted = false;
+        }
+        Ok((all, exhausted))
+    }
+
+    /// One segment's best `k` by (score desc, root asc, id asc); true when nothing else matched.
+    fn segment_top(
+        &self,
+        weight: &dyn Weight,
+        reader: &SegmentReader,
+        seg_ord: u32,
+        k: usize,
+    ) -> Result<(Vec<Candidate>, bool)> {
+        let ff = reader.fast_fields();
+        let root_col = ff.u64("root").map_err(|e| self.index_err(e))?;
+        let rel_col = ff.str("rel").map_err(|e| self.index_err(e))?;
+        let alive = reader.alive_bitset();
+        let mut heap: BinaryHeap<SegmentCandidate> = BinaryHeap::with_capacity(k + 1);
+        let mut matched = 0usize;
+        weight
+            .for_each_pruning(Score::MIN, reader, &mut |doc, score| {
+                if alive.is_none_or(|a| a.is_alive(doc)) {
+                    matched += 1;
+                    let c = SegmentCandidate {
+                        score,
+                        root: root_col.first(doc).unwrap_or(0),
+                        rel_ord: rel_col
+                            .as_ref()
+                            .and_then(|c| c.ords().first(doc))
+                            .unwrap_or(0),
+                        doc,
+                    };
+                    if heap.len() < k {
+                        heap.push(c);
+                    } else if heap.peek().is_some_and(|worst| c < *worst) {
+                        heap.pop();
+                        heap.push(c);
+                    }
+                }
+                // A document scoring exactly the k-th best may still win on precedence or id, so
+                // the threshold sits just below it (pruning lets through scores above it).
+                match heap.peek() {
+                    Some(worst) if heap.len() == k => worst.score.next_down(),
+                    _ => Score::MIN,
+                }
+            })
+            .map_err(|e| self.index_err(e))?;
+        let mut out = Vec::with_capacity(heap.len());
+        for c in heap.into_vec() {
+            let mut rel = String::new();
+            if let Some(col) = &rel_col {
+                col.ord_to_str(c.rel_ord, &mut rel)
+                    .map_err(|e| crate::Error::Format {
+                        what: "index",
+                        path: self.dir().to_path_buf(),
+                        message: e.to_string(),
+                    })?;
+            }
+            out.push(Candidate {
+                score: c.score,
+                root: c.root as usize,
+                rel,
+                addr: DocAddress::new(seg_ord, c.doc),
+            });
+        }
+        Ok((out, matched <= k))
     }
 
     /// Looks a skill up by id (`<id>` or `local/<id>`), first root first.

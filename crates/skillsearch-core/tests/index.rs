@@ -276,3 +276,45 @@ fn corrupted_index_is_detected_rebuilt_and_reported() {
     assert!(report.unwrap().rebuilt.is_some());
     assert_eq!(ids(&idx, "pdf"), ["pdf"]);
 }
+
+#[test]
+fn ties_break_by_id_across_segments_whatever_the_insertion_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    let same = |rel: &str| {
+        write_skill(
+            &root,
+            rel,
+            &format!("copy-{rel}"),
+            "render invoices as pdf",
+            "same body",
+        )
+    };
+    same("s05");
+    same("s07");
+    let roots = Roots::explicit([&root]);
+    let _ = open(&home, &roots, Refresh::Always);
+    // Added later: these land in a newer segment, after the first two in index order.
+    same("s01");
+    same("s03");
+    for i in 0..12 {
+        write_skill(
+            &root,
+            &format!("other{i:02}"),
+            &format!("other-{i}"),
+            "unrelated",
+            "x",
+        );
+    }
+    let (idx, _) = open(&home, &roots, Refresh::Always);
+    let opts = SearchOptions {
+        top_k: 2,
+        ..SearchOptions::default()
+    };
+    let r = idx
+        .search("invoices pdf", &opts, &GateEnv::allow_all())
+        .unwrap();
+    let got: Vec<_> = r.hits.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(got, ["s01", "s03"]);
+    assert_eq!(ids(&idx, "invoices pdf"), ["s01", "s03", "s05", "s07"]);
+}

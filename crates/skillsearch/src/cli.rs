@@ -55,6 +55,12 @@ struct RankArgs {
     /// Weight of the body field (0 ignores bodies at query time)
     #[arg(long, default_value_t = SearchOptions::default().body_weight)]
     body_weight: f32,
+    /// A query term found in more than this share of a field's documents is ignored in that field
+    #[arg(long, default_value_t = SearchOptions::default().stopword_df)]
+    stopword_df: f32,
+    /// The same for the body field
+    #[arg(long, default_value_t = SearchOptions::default().body_stopword_df)]
+    body_stopword_df: f32,
 }
 
 #[derive(Clone, Copy, ValueEnum, Default)]
@@ -204,6 +210,8 @@ fn options(rank: &RankArgs, top_k: usize) -> SearchOptions {
         name_weight: rank.name_weight,
         description_weight: rank.description_weight,
         body_weight: rank.body_weight,
+        stopword_df: rank.stopword_df,
+        body_stopword_df: rank.body_stopword_df,
         ..SearchOptions::default()
     }
 }
