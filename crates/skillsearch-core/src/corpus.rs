@@ -7,7 +7,7 @@ use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -18,6 +18,8 @@ pub const SKILL_FILE: &str = "SKILL.md";
 pub const SKIP_DIRS: &[&str] = &[".git", "node_modules", "__pycache__", ".venv", "venv"];
 /// How deep below a root a skill directory may sit.
 pub const MAX_DEPTH: usize = 6;
+/// Roots with at least this many entries are walked by two threads.
+const PARALLEL_WALK_MIN: usize = 256;
 /// Bytes of one `SKILL.md` read at most; the rest is reported and left out.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -146,14 +148,62 @@ pub fn discover(roots: &Roots) -> (Vec<FoundFile>, Vec<Diagnostic>) {
                 continue;
             }
         }
-        let mut walk = Walk {
+        let new_walk = || Walk {
             root_idx: idx,
             root: &root.path,
             visited: Visited::default(),
-            files: &mut files,
-            diags: &mut diags,
+            files: Vec::new(),
+            identities: Vec::new(),
+            diags: Vec::new(),
         };
-        walk.dir(&root.path, 0, None);
+        let mut walk = new_walk();
+        let Some((fd, names)) = walk.enter(&root.path, 0, None) else {
+            files.append(&mut walk.files);
+            diags.append(&mut walk.diags);
+            continue;
+        };
+        // The walk is bound by path lookups in the kernel, so a large root is split in two
+        // halves walked in parallel; the halves are joined in order, and a skill reached from
+        // both (through a link) is kept once.
+        let halves: Vec<&[OsString]> = if names.len() >= PARALLEL_WALK_MIN {
+            names.chunks(names.len().div_ceil(2)).collect()
+        } else {
+            vec![&names[..]]
+        };
+        let root_dirs = walk.visited.dirs.clone();
+        let walks: Vec<Walk<'_>> = std::thread::scope(|s| {
+            let handles: Vec<_> = halves
+                .iter()
+                .map(|half| {
+                    let fd = &fd;
+                    let mut w = new_walk();
+                    w.visited.dirs = root_dirs.clone();
+                    s.spawn(move || {
+                        for name in half.iter() {
+                            w.dir(&w.root.join(name), 1, Some(At { parent: fd, name }));
+                        }
+                        w
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        let mut seen: HashSet<(u64, u64)> = HashSet::new();
+        diags.append(&mut walk.diags);
+        for mut w in walks {
+            for (f, id) in w.files.drain(..).zip(w.identities.drain(..)) {
+                if seen.insert(id) {
+                    files.push(f);
+                } else {
+                    diags.push(Diagnostic::warning(
+                        "duplicate-link",
+                        f.path.parent().unwrap_or(&f.path),
+                        "this skill was already found through another path (a symlink); indexed once",
+                    ));
+                }
+            }
+            diags.append(&mut w.diags);
+        }
     }
     (files, diags)
 }
@@ -170,8 +220,10 @@ struct Walk<'a> {
     root_idx: usize,
     root: &'a Path,
     visited: Visited,
-    files: &'a mut Vec<FoundFile>,
-    diags: &'a mut Vec<Diagnostic>,
+    files: Vec<FoundFile>,
+    /// (device, inode) of each entry of `files`, in the same order.
+    identities: Vec<(u64, u64)>,
+    diags: Vec<Diagnostic>,
 }
 
 /// A directory to visit: its path, and (when it was found by listing its parent) the parent's
@@ -213,10 +265,26 @@ impl Walk<'_> {
     /// One directory. A skill directory costs one `stat` (of its `SKILL.md`); only directories
     /// without one are stat'ed themselves (for loop detection) and listed.
     fn dir(&mut self, dir: &Path, depth: usize, at: Option<At<'_>>) {
+        if let Some((fd, names)) = self.enter(dir, depth, at) {
+            for name in &names {
+                self.dir(&dir.join(name), depth + 1, Some(At { parent: &fd, name }));
+            }
+        }
+    }
+
+    /// Records `dir` if it is a skill; otherwise returns its open descriptor and its
+    /// subdirectories (sorted) to descend into.
+    fn enter(
+        &mut self,
+        dir: &Path,
+        depth: usize,
+        at: Option<At<'_>>,
+    ) -> Option<(OwnedFd, Vec<OsString>)> {
         let skill_file = dir.join(SKILL_FILE);
         match stat_in(&at, dir, Some(SKILL_FILE)) {
             Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
                 if self.visited.files.insert((st.st_dev, st.st_ino)) {
+                    self.identities.push((st.st_dev, st.st_ino));
                     let rel = rel_id(self.root, dir);
                     self.files.push(FoundFile {
                         root: self.root_idx,
@@ -233,7 +301,7 @@ impl Walk<'_> {
                     ));
                 }
                 // A directory with a SKILL.md is a skill: never descend below it.
-                return;
+                return None;
             }
             Ok(_) => {
                 self.diags.push(Diagnostic::error(
@@ -241,7 +309,7 @@ impl Walk<'_> {
                     &skill_file,
                     "SKILL.md is not a regular file; skipped",
                 ));
-                return;
+                return None;
             }
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 self.diags.push(Diagnostic::error(
@@ -249,7 +317,7 @@ impl Walk<'_> {
                     &skill_file,
                     format!("SKILL.md cannot be read ({e}); skipped"),
                 ));
-                return;
+                return None;
             }
             Err(_) => {
                 if std::fs::symlink_metadata(&skill_file).is_ok() {
@@ -258,7 +326,7 @@ impl Walk<'_> {
                         &skill_file,
                         "SKILL.md is a symlink whose target does not exist; skipped",
                     ));
-                    return;
+                    return None;
                 }
             }
         }
@@ -270,10 +338,10 @@ impl Walk<'_> {
                 dir,
                 "directory was already visited (symlink loop or duplicate link); skipped",
             ));
-            return;
+            return None;
         }
         if depth >= MAX_DEPTH {
-            return;
+            return None;
         }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let opened = match &at {
@@ -316,14 +384,11 @@ impl Walk<'_> {
                     dir,
                     format!("directory cannot be listed ({e}); skills below it are missing"),
                 ));
-                return;
+                return None;
             }
         };
         names.sort();
-        for name in &names {
-            let sub = dir.join(name);
-            self.dir(&sub, depth + 1, Some(At { parent: &fd, name }));
-        }
+        Some((fd, names))
     }
 }
 
