@@ -301,6 +301,11 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 RefreshArg::Always => Refresh::Always,
                 RefreshArg::Never => Refresh::Never,
             };
+            let output = match (json, render) {
+                (_, true) => SearchOutput::Render { budget },
+                (true, _) => SearchOutput::Json,
+                _ => SearchOutput::List,
+            };
             let opts = options(&rank, top_k);
             cmd_search(
                 &mut out,
@@ -309,8 +314,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 &query,
                 &opts,
                 refresh,
-                json,
-                render.then_some(budget),
+                output,
             )
         }
         Command::Show { id, roots, json } => {
@@ -384,7 +388,16 @@ fn cmd_index(out: &mut Out, home: &std::path::Path, roots: &Roots, json: bool) -
     Ok(0)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How `search` prints its answer.
+enum SearchOutput {
+    List,
+    Json,
+    /// The block a model reads, within an optional token budget.
+    Render {
+        budget: Option<usize>,
+    },
+}
+
 fn cmd_search(
     out: &mut Out,
     home: &std::path::Path,
@@ -392,8 +405,7 @@ fn cmd_search(
     query: &str,
     opts: &SearchOptions,
     refresh: Refresh,
-    json: bool,
-    render_budget: Option<Option<usize>>,
+    output: SearchOutput,
 ) -> Result<u8> {
     let started = Instant::now();
     let (idx, report) = open_index(home, roots, refresh)?;
@@ -409,7 +421,7 @@ fn cmd_search(
     } else {
         0
     };
-    if let Some(budget) = render_budget {
+    if let SearchOutput::Render { budget } = output {
         let rendered = render_hits(&result, budget);
         if !rendered.over_budget.is_empty() {
             tracing::warn!(
@@ -426,7 +438,7 @@ fn cmd_search(
             0
         });
     }
-    if json {
+    if let SearchOutput::Json = output {
         let v = serde_json::json!({
             "query": query,
             "hits": result.hits,
