@@ -316,25 +316,23 @@ impl SkillIndex {
         Ok(Some(idx))
     }
 
+    /// Creates an empty index beside `dir` and renames it into place, so a directory that
+    /// exists always holds a committed index and its state (a concurrent process never sees a
+    /// half-created one). If another process won the rename, its index is used.
     fn create(roots: &Roots, cfg: &IndexConfig, dir: &Path) -> Result<SkillIndex> {
-        let tdir = dir.join("tantivy");
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let staging = dir.with_file_name(format!("{name}.incoming-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&staging);
+        let tdir = staging.join("tantivy");
         std::fs::create_dir_all(&tdir).map_err(|e| Error::io(&tdir, e))?;
-        let (schema, f) = schema();
-        let index = Index::create_in_dir(&tdir, schema).map_err(|e| Error::Index {
+        let (schema, _) = schema();
+        Index::create_in_dir(&tdir, schema).map_err(|e| Error::Index {
             path: tdir.clone(),
             source: e,
         })?;
-        index
-            .tokenizers()
-            .register(crate::analyzer::ANALYZER, crate::analyzer::analyzer());
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(|e| Error::Index {
-                path: tdir.clone(),
-                source: e,
-            })?;
         let state = State {
             format: FORMAT_VERSION,
             roots: roots.clone(),
@@ -342,19 +340,28 @@ impl SkillIndex {
             walk_diagnostics: vec![],
         };
         write_atomic(
-            &dir.join("state.json"),
+            &staging.join("state.json"),
             &serde_json::to_vec_pretty(&state).unwrap_or_default(),
         )?;
-        Ok(SkillIndex {
-            roots: roots.clone(),
-            dir: dir.to_path_buf(),
-            cfg: cfg.clone(),
-            index,
-            reader,
-            f,
-            state,
-            keys: Default::default(),
-        })
+        if let Err(e) = std::fs::rename(&staging, dir) {
+            let _ = std::fs::remove_dir_all(&staging);
+            if !dir.join("tantivy/meta.json").exists() {
+                return Err(Error::io(dir, e));
+            }
+        }
+        match Self::open_existing(roots, cfg, dir) {
+            Ok(Some(idx)) => Ok(idx),
+            Ok(None) => Err(Error::Format {
+                what: "index",
+                path: dir.to_path_buf(),
+                message: "vanished right after it was created".into(),
+            }),
+            Err(message) => Err(Error::Format {
+                what: "index",
+                path: dir.to_path_buf(),
+                message,
+            }),
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -511,6 +518,26 @@ impl SkillIndex {
                 }
                 Err(e) => return Err(self.index_err(e)),
             };
+            // Another process may have committed between our read and our lock: diff again
+            // against what is committed now.
+            let seen_segments: Vec<_> = self
+                .searcher()
+                .segment_readers()
+                .iter()
+                .map(|r| r.segment_id())
+                .collect();
+            self.reader.reload().map_err(|e| self.index_err(e))?;
+            let now_segments: Vec<_> = self
+                .searcher()
+                .segment_readers()
+                .iter()
+                .map(|r| r.segment_id())
+                .collect();
+            if seen_segments != now_segments {
+                drop(writer);
+                self.keys = Default::default();
+                return self.refresh(progress);
+            }
             // Small updates add a segment each; merging them costs more than it saves until
             // there are many, so merge only then (and wait, so no merge is left half-done).
             let segments = self.searcher().segment_readers().len();
@@ -521,12 +548,11 @@ impl SkillIndex {
                 writer.delete_term(Term::from_field_text(self.f.path, &p.to_string_lossy()));
             }
             for f in &to_read {
-                if existing.contains_key(f.path.as_os_str()) {
-                    writer.delete_term(Term::from_field_text(
-                        self.f.path,
-                        &f.path.to_string_lossy(),
-                    ));
-                }
+                // Also for files we think are new: a document for the path must never exist twice.
+                writer.delete_term(Term::from_field_text(
+                    self.f.path,
+                    &f.path.to_string_lossy(),
+                ));
             }
             progress(Progress::Start {
                 to_read: to_read.len(),

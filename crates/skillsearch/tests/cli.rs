@@ -303,3 +303,40 @@ fn a_build_killed_midway_leaves_the_previous_index_serving() {
     assert!(out.status.success());
     assert_eq!(json(&out)["skills"], 3001);
 }
+
+#[test]
+fn concurrent_first_searches_never_fail() {
+    let e = Env::new();
+    for i in 0..300 {
+        e.skill(
+            &format!("s{i:03}"),
+            &format!("skill-{i}"),
+            "converts audio files to text",
+            "whisper",
+        );
+    }
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+                .arg("--home")
+                .arg(&e.home)
+                .args(["search", "audio text", "--skills", e.root.to_str().unwrap()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        // 0: answered; 1: answered from an index another process was still building.
+        assert_ne!(
+            out.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = e.run_skills(&["index", "--json"]);
+    assert_eq!(json(&out)["skills"], 300);
+}
