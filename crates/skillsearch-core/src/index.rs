@@ -582,11 +582,18 @@ impl SkillIndex {
         files: &[&FoundFile],
         progress: &dyn Fn(Progress),
     ) -> Result<Vec<Diagnostic>> {
-        let n_workers = if files.len() > 256 {
-            self.cfg.threads.max(1)
-        } else {
-            1
-        };
+        if files.len() <= 256 {
+            // Small updates: no threads, and no progress polling to wait on.
+            let mut diags = Vec::new();
+            for (i, f) in files.iter().enumerate() {
+                let (doc, d) = self.document(f);
+                diags.extend(d);
+                writer.add_document(doc).map_err(|e| self.index_err(e))?;
+                progress(Progress::Read { done: i + 1 });
+            }
+            return Ok(diags);
+        }
+        let n_workers = self.cfg.threads.max(1);
         let done = std::sync::atomic::AtomicUsize::new(0);
         let chunk = files.len().div_ceil(n_workers).max(1);
         let results: Vec<Result<Vec<Diagnostic>>> = std::thread::scope(|s| {
