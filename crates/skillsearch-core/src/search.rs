@@ -105,6 +105,23 @@ pub struct Hit {
     pub meta: SkillMeta,
 }
 
+impl Hit {
+    /// A skill of the local index.
+    fn local(id: String, root: usize, path: PathBuf, meta: SkillMeta, score: f32) -> Hit {
+        Hit {
+            qualified_id: format!("{LOCAL_SOURCE}/{id}"),
+            id,
+            name: meta.name.clone(),
+            description: meta.description.clone(),
+            score,
+            root,
+            skill_dir: path.parent().map(PathBuf::from).unwrap_or_default(),
+            path,
+            meta,
+        }
+    }
+}
+
 /// A hit that was found but is not offered, and why.
 #[derive(Debug, Clone, Serialize)]
 pub struct Dropped {
@@ -240,19 +257,9 @@ impl SkillIndex {
                     });
                     continue;
                 }
-                let path = PathBuf::from(path);
-                let skill_dir = path.parent().map(PathBuf::from).unwrap_or_default();
-                result.hits.push(Hit {
-                    qualified_id: format!("{LOCAL_SOURCE}/{rel}"),
-                    id: rel,
-                    name: meta.name.clone(),
-                    description: meta.description.clone(),
-                    score,
-                    root,
-                    path,
-                    skill_dir,
-                    meta,
-                });
+                result
+                    .hits
+                    .push(Hit::local(rel, root, PathBuf::from(path), meta, score));
             }
             if exhausted || result.hits.len() == opts.top_k {
                 return Ok(result);
@@ -380,18 +387,7 @@ impl SkillIndex {
         for key in self.doc_keys()?.iter().cloned() {
             if key.rel == id && key.valid {
                 let meta = self.stored(&searcher, key.address)?.meta;
-                let skill_dir = key.path.parent().map(PathBuf::from).unwrap_or_default();
-                return Ok(Some(Hit {
-                    qualified_id: format!("{LOCAL_SOURCE}/{}", key.rel),
-                    id: key.rel,
-                    name: meta.name.clone(),
-                    description: meta.description.clone(),
-                    score: 0.0,
-                    root: key.root,
-                    path: key.path,
-                    skill_dir,
-                    meta,
-                }));
+                return Ok(Some(Hit::local(key.rel, key.root, key.path, meta, 0.0)));
             }
         }
         Ok(None)
@@ -410,21 +406,7 @@ impl SkillIndex {
             }
             let meta = self.stored(&searcher, key.address)?.meta;
             let shadowed = *first_root.entry(meta.name.clone()).or_insert(key.root) < key.root;
-            let skill_dir = key.path.parent().map(PathBuf::from).unwrap_or_default();
-            out.push((
-                Hit {
-                    qualified_id: format!("{LOCAL_SOURCE}/{}", key.rel),
-                    id: key.rel,
-                    name: meta.name.clone(),
-                    description: meta.description.clone(),
-                    score: 0.0,
-                    root: key.root,
-                    path: key.path,
-                    skill_dir,
-                    meta,
-                },
-                shadowed,
-            ));
+            out.push((Hit::local(key.rel, key.root, key.path, meta, 0.0), shadowed));
         }
         Ok(out)
     }
