@@ -492,6 +492,33 @@ mod tests {
     }
 
     #[test]
+    fn alias_bomb_is_refused_quickly_and_read_line_by_line() {
+        let mut fm = String::from(
+            "---\nname: bomb\ndescription: lots of laughs\na0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+        );
+        for i in 1..10 {
+            let prev = format!("*a{}", i - 1);
+            fm.push_str(&format!(
+                "a{i}: &a{i} [{}]\n",
+                [prev.as_str(); 9].join(", ")
+            ));
+        }
+        fm.push_str("---\nbody");
+        let started = std::time::Instant::now();
+        let p = parse(&fm, "d");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!(
+            p.problems.first().map(|p| p.0),
+            Some("yaml-fallback"),
+            "{:?}",
+            p.problems
+        );
+        assert_eq!(p.meta.name, "bomb");
+        assert_eq!(p.meta.description, "lots of laughs");
+        assert_eq!(p.body, "body");
+    }
+
+    #[test]
     fn non_mapping_yaml_and_bom() {
         let p = parse("\u{feff}---\n- a\n- b\n---\nbody", "d");
         assert_eq!(p.problems[0].0, "yaml-not-mapping");
