@@ -568,6 +568,7 @@ fn cmd_stats(
     let gate = GateEnv::from_process();
     let skills = idx.skills()?;
     let mut excluded: BTreeMap<String, usize> = BTreeMap::new();
+    let mut excluded_skills = Vec::new();
     let mut offered = Vec::new();
     let mut eligible = Vec::new();
     for (hit, is_shadowed) in &skills {
@@ -577,7 +578,12 @@ fn cmd_stats(
         offered.push(hit);
         match gate.check(&hit.meta) {
             Ok(()) => eligible.push(hit),
-            Err(e) => *excluded.entry(e.code).or_default() += 1,
+            Err(e) => {
+                *excluded.entry(e.code.clone()).or_default() += 1;
+                excluded_skills.push(serde_json::json!({
+                    "id": hit.id, "name": hit.name, "code": e.code, "reason": e.reason,
+                }));
+            }
         }
     }
     let shadowed = skills.len() - offered.len();
@@ -613,6 +619,7 @@ fn cmd_stats(
             "shadowed": shadowed,
             "eligible": eligible.len(),
             "excluded": excluded,
+            "excluded_skills": excluded_skills,
             "openclaw_catalog_all": {"skills": offered.len(), "chars": all_chars, "tokens": all_tokens.round()},
             "openclaw_catalog": {"skills": eligible.len(), "chars": elig_chars, "tokens": elig_tokens.round()},
             "tokens_exact": exact,

@@ -267,6 +267,16 @@ fn stats_counts_eligibility_and_catalog_cost() {
     assert_eq!(v["eligible"], 1);
     assert_eq!(v["excluded"]["bins"], 1);
     assert_eq!(v["excluded"]["disabled-model-invocation"], 1);
+    let listed = v["excluded_skills"].as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0]["id"], "b");
+    assert_eq!(listed[0]["code"], "bins");
+    assert!(
+        listed[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-binary-xyz")
+    );
     let loc = e.root.join("a/SKILL.md");
     let expected =
         238 + 368 + 97 + "alpha".len() + "first skill".len() + loc.to_str().unwrap().len();
