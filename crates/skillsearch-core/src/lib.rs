@@ -5,6 +5,7 @@
 //! This crate never prints and holds no global state; binaries and host adapters sit on top.
 
 pub mod analyzer;
+pub mod config;
 pub mod corpus;
 pub mod diagnostic;
 pub mod error;

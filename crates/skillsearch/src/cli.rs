@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use skillsearch_core::config::{self, Settings};
 use skillsearch_core::eval;
 use skillsearch_core::index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
 use skillsearch_core::render::{self, RenderSkill};
@@ -9,7 +10,7 @@ use skillsearch_core::search::{SearchOptions, SearchResult};
 use skillsearch_core::tokens::{self, TokenCounter};
 use skillsearch_core::{GateEnv, Roots, corpus};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,9 @@ struct Cli {
     /// Where indexes live [env: SKILLSEARCH_HOME; default: ~/.skillsearch]
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
+    /// Configuration file [env: SKILLSEARCH_CONFIG; default: <home>/config.toml if it exists]
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// More logging on stderr (-v debug, -vv trace); SKILLSEARCH_LOG sets a filter
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -46,27 +50,26 @@ struct RootArgs {
 
 #[derive(Args, Clone)]
 struct RankArgs {
-    /// Weight of the name field
-    #[arg(long, default_value_t = SearchOptions::default().name_weight)]
-    name_weight: f32,
-    /// Weight of the description field
-    #[arg(long, default_value_t = SearchOptions::default().description_weight)]
-    description_weight: f32,
-    /// Weight of the body field (0 ignores bodies at query time)
-    #[arg(long, default_value_t = SearchOptions::default().body_weight)]
-    body_weight: f32,
-    /// A query term found in more than this share of a field's documents is ignored in that field
-    #[arg(long, default_value_t = SearchOptions::default().stopword_df)]
-    stopword_df: f32,
+    /// Weight of the name field [config: name_weight]
+    #[arg(long)]
+    name_weight: Option<f32>,
+    /// Weight of the description field [config: description_weight]
+    #[arg(long)]
+    description_weight: Option<f32>,
+    /// Weight of the body field; 0 ignores bodies at query time [config: body_weight]
+    #[arg(long)]
+    body_weight: Option<f32>,
+    /// A query term in more than this share of a field's documents is ignored in that field
+    #[arg(long, hide = true)]
+    stopword_df: Option<f32>,
     /// The same for the body field
-    #[arg(long, default_value_t = SearchOptions::default().body_stopword_df)]
-    body_stopword_df: f32,
+    #[arg(long, hide = true)]
+    body_stopword_df: Option<f32>,
 }
 
-#[derive(Clone, Copy, ValueEnum, Default)]
+#[derive(Clone, Copy, ValueEnum)]
 enum RefreshArg {
-    /// Re-check the skill files when the last check is over 2 s old
-    #[default]
+    /// Re-check the skill files when the last check is older than refresh_ms
     Auto,
     /// Re-check the skill files before answering
     Always,
@@ -90,19 +93,21 @@ enum Command {
         query: String,
         #[command(flatten)]
         roots: RootArgs,
-        #[arg(long, short = 'k', default_value_t = 5)]
-        top_k: usize,
+        /// Skills to return [config: top_k]
+        #[arg(long, short = 'k')]
+        top_k: Option<usize>,
         /// One JSON object on stdout
         #[arg(long)]
         json: bool,
         /// Print the block a model reads (auto mode) instead of a list
         #[arg(long, conflicts_with = "json")]
         render: bool,
-        /// Token budget for the rendered block; whole skills are dropped to fit
+        /// Token budget for the rendered block; whole skills are dropped to fit [config: token_budget]
         #[arg(long, value_name = "TOKENS")]
         budget: Option<usize>,
-        #[arg(long, value_enum, default_value_t)]
-        refresh: RefreshArg,
+        /// When to re-check the skill files [default: when older than config refresh_ms]
+        #[arg(long, value_enum)]
+        refresh: Option<RefreshArg>,
         #[command(flatten)]
         rank: RankArgs,
     },
@@ -119,9 +124,9 @@ enum Command {
     Stats {
         #[command(flatten)]
         roots: RootArgs,
-        /// Skills injected per turn, for the comparison
-        #[arg(long, short = 'k', default_value_t = 2)]
-        top_k: usize,
+        /// Skills injected per turn, for the comparison [config: top_k]
+        #[arg(long, short = 'k')]
+        top_k: Option<usize>,
         #[arg(long)]
         json: bool,
     },
@@ -131,7 +136,7 @@ enum Command {
         roots: RootArgs,
         #[arg(long, value_name = "FILE.jsonl")]
         queries: PathBuf,
-        /// Results ranked per query (metrics look at the first 10)
+        /// Results ranked per query; at least 10, which the metrics look at
         #[arg(long, short = 'k', default_value_t = 10)]
         top_k: usize,
         /// One JSON object on stdout with hit@1, recall@5, recall@10, ndcg@10, mrr@10, p50_ms, p95_ms, queries, skills
@@ -140,6 +145,24 @@ enum Command {
         #[command(flatten)]
         rank: RankArgs,
     },
+    /// The effective configuration, and its schema
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Every effective value and where it came from (default, file, environment, flag)
+    Show {
+        #[command(flatten)]
+        roots: RootArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The JSON Schema of config.toml, as host manifests embed it
+    Schema,
 }
 
 pub fn run() -> ExitCode {
@@ -195,24 +218,103 @@ fn home_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
     Ok(PathBuf::from(user).join(".skillsearch"))
 }
 
-fn roots_of(args: &RootArgs) -> Result<Roots> {
-    if !args.skills.is_empty() {
-        return Ok(Roots::explicit(args.skills.iter().cloned()));
+/// Config flags given on the command line, as (key, raw value) for the flag layer.
+#[derive(Default)]
+struct Flags(Vec<(String, String)>);
+
+impl Flags {
+    fn roots(mut self, r: &RootArgs) -> Self {
+        if !r.skills.is_empty() {
+            let joined = r
+                .skills
+                .iter()
+                .map(|p| p.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("\n");
+            self.0.push(("skills".into(), joined));
+        }
+        self
     }
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    Ok(Roots::openclaw(&cwd, home.as_deref(), &[]))
+
+    fn set<T: ToString>(mut self, key: &str, v: Option<T>) -> Self {
+        if let Some(v) = v {
+            self.0.push((key.into(), v.to_string()));
+        }
+        self
+    }
+
+    fn rank(self, r: &RankArgs) -> Self {
+        self.set("name_weight", r.name_weight)
+            .set("description_weight", r.description_weight)
+            .set("body_weight", r.body_weight)
+    }
 }
 
-fn options(rank: &RankArgs, top_k: usize) -> SearchOptions {
+/// Resolves defaults < config file < SKILLSEARCH_* environment < flags.
+fn settings(home: &Path, config: Option<PathBuf>, flags: Flags) -> Result<Settings> {
+    let explicit = config.or_else(|| {
+        std::env::var_os("SKILLSEARCH_CONFIG")
+            .filter(|c| !c.is_empty())
+            .map(PathBuf::from)
+    });
+    let file = match explicit {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            Some((path, text))
+        }
+        None => {
+            let path = home.join("config.toml");
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Some((path, text)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("cannot read config file {}", path.display()));
+                }
+            }
+        }
+    };
+    let layers = config::Layers {
+        file,
+        env: std::env::vars().collect(),
+        flags: flags.0,
+    };
+    let mut s = config::resolve(&layers)?;
+    if s.log_path
+        .as_ref()
+        .is_some_and(|p| p.as_os_str().is_empty())
+    {
+        s.log_path = Some(home.join("logs").join("decisions.jsonl"));
+    }
+    Ok(s)
+}
+
+/// The skill roots the settings name: explicit ones, or OpenClaw's defaults for the workspace.
+fn roots_of(s: &Settings) -> Result<Roots> {
+    if !s.skills.is_empty() {
+        return Ok(Roots::explicit(s.skills.iter().cloned()));
+    }
+    let ws = match &s.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    Ok(Roots::openclaw(&ws, home.as_deref(), &[]))
+}
+
+fn options(s: &Settings, rank: Option<&RankArgs>, top_k: usize) -> SearchOptions {
+    let d = SearchOptions::default();
     SearchOptions {
         top_k,
-        name_weight: rank.name_weight,
-        description_weight: rank.description_weight,
-        body_weight: rank.body_weight,
-        stopword_df: rank.stopword_df,
-        body_stopword_df: rank.body_stopword_df,
-        ..SearchOptions::default()
+        name_weight: s.name_weight,
+        description_weight: s.description_weight,
+        body_weight: s.body_weight,
+        stopword_df: rank.and_then(|r| r.stopword_df).unwrap_or(d.stopword_df),
+        body_stopword_df: rank
+            .and_then(|r| r.body_stopword_df)
+            .unwrap_or(d.body_stopword_df),
+        ..d
     }
 }
 
@@ -284,8 +386,12 @@ impl ProgressBar {
 fn dispatch(cli: Cli) -> Result<u8> {
     let home = home_dir(cli.home)?;
     let mut out = Out::stdout();
+    let cfg = cli.config;
     match cli.command {
-        Command::Index { roots, json } => cmd_index(&mut out, &home, &roots_of(&roots)?, json),
+        Command::Index { roots, json } => {
+            let s = settings(&home, cfg, Flags::default().roots(&roots))?;
+            cmd_index(&mut out, &home, &roots_of(&s)?, json)
+        }
         Command::Search {
             query,
             roots,
@@ -296,21 +402,32 @@ fn dispatch(cli: Cli) -> Result<u8> {
             refresh,
             rank,
         } => {
+            let flags = Flags::default()
+                .roots(&roots)
+                .set("top_k", top_k)
+                .set("token_budget", budget)
+                .rank(&rank);
+            let s = settings(&home, cfg, flags)?;
             let refresh = match refresh {
-                RefreshArg::Auto => Refresh::IfOlderThan(Duration::from_secs(2)),
-                RefreshArg::Always => Refresh::Always,
-                RefreshArg::Never => Refresh::Never,
+                None | Some(RefreshArg::Auto) => {
+                    Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms))
+                }
+                Some(RefreshArg::Always) => Refresh::Always,
+                Some(RefreshArg::Never) => Refresh::Never,
             };
             let output = match (json, render) {
-                (_, true) => SearchOutput::Render { budget },
+                (_, true) => SearchOutput::Render {
+                    budget: s.token_budget,
+                    heading: s.heading.clone(),
+                },
                 (true, _) => SearchOutput::Json,
                 _ => SearchOutput::List,
             };
-            let opts = options(&rank, top_k);
+            let opts = options(&s, Some(&rank), s.top_k);
             cmd_search(
                 &mut out,
                 &home,
-                &roots_of(&roots)?,
+                &roots_of(&s)?,
                 &query,
                 &opts,
                 refresh,
@@ -318,10 +435,17 @@ fn dispatch(cli: Cli) -> Result<u8> {
             )
         }
         Command::Show { id, roots, json } => {
-            cmd_show(&mut out, &home, &roots_of(&roots)?, &id, json)
+            let s = settings(&home, cfg, Flags::default().roots(&roots))?;
+            let refresh = Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms));
+            cmd_show(&mut out, &home, &roots_of(&s)?, &id, refresh, json)
         }
         Command::Stats { roots, top_k, json } => {
-            cmd_stats(&mut out, &home, &roots_of(&roots)?, top_k, json)
+            let s = settings(
+                &home,
+                cfg,
+                Flags::default().roots(&roots).set("top_k", top_k),
+            )?;
+            cmd_stats(&mut out, &home, &roots_of(&s)?, s.top_k, json)
         }
         Command::Eval {
             roots,
@@ -335,16 +459,50 @@ fn dispatch(cli: Cli) -> Result<u8> {
                     "eval needs exactly one --skills DIR: query labels are skill ids relative to it"
                 );
             }
+            let s = settings(&home, cfg, Flags::default().roots(&roots).rank(&rank))?;
             cmd_eval(
                 &mut out,
                 &home,
-                &roots_of(&roots)?,
+                &roots_of(&s)?,
                 &queries,
-                &options(&rank, top_k.max(10)),
+                &options(&s, Some(&rank), top_k.max(10)),
                 json,
             )
         }
+        Command::Config {
+            command: ConfigCommand::Schema,
+        } => {
+            out.json_pretty(&config::schema())?;
+            Ok(0)
+        }
+        Command::Config {
+            command: ConfigCommand::Show { roots, json },
+        } => {
+            let s = settings(&home, cfg, Flags::default().roots(&roots))?;
+            cmd_config_show(&mut out, &s, json)
+        }
     }
+}
+
+fn cmd_config_show(out: &mut Out, s: &Settings, json: bool) -> Result<u8> {
+    if json {
+        let v: serde_json::Map<String, serde_json::Value> = s
+            .effective
+            .iter()
+            .map(|(k, v, src)| {
+                (
+                    (*k).to_owned(),
+                    serde_json::json!({"value": v, "source": src.to_string()}),
+                )
+            })
+            .collect();
+        out.json(&v)?;
+        return Ok(0);
+    }
+    for (k, v, src) in &s.effective {
+        out.line(&format!("{k:<20} = {v:<40} # {src}"))?;
+    }
+    Ok(0)
 }
 
 fn cmd_index(out: &mut Out, home: &std::path::Path, roots: &Roots, json: bool) -> Result<u8> {
@@ -395,6 +553,7 @@ enum SearchOutput {
     /// The block a model reads, within an optional token budget.
     Render {
         budget: Option<usize>,
+        heading: String,
     },
 }
 
@@ -421,8 +580,8 @@ fn cmd_search(
     } else {
         0
     };
-    if let SearchOutput::Render { budget } = output {
-        let rendered = render_hits(&result, budget);
+    if let SearchOutput::Render { budget, heading } = &output {
+        let rendered = render_hits(&result, heading, *budget);
         if !rendered.over_budget.is_empty() {
             tracing::warn!(
                 "left out to fit the token budget: {}",
@@ -472,7 +631,7 @@ fn cmd_search(
     Ok(code)
 }
 
-fn render_hits(result: &SearchResult, budget: Option<usize>) -> render::Rendered {
+fn render_hits(result: &SearchResult, heading: &str, budget: Option<usize>) -> render::Rendered {
     let skills: Vec<RenderSkill> = result
         .hits
         .iter()
@@ -483,7 +642,7 @@ fn render_hits(result: &SearchResult, budget: Option<usize>) -> render::Rendered
             body: corpus::load(&h.path, corpus::DEFAULT_MAX_FILE_BYTES).body,
         })
         .collect();
-    render::render(&skills, render::HEADING, budget, &TokenCounter::new())
+    render::render(&skills, heading, budget, &TokenCounter::new())
 }
 
 fn cmd_show(
@@ -491,9 +650,10 @@ fn cmd_show(
     home: &std::path::Path,
     roots: &Roots,
     id: &str,
+    refresh: Refresh,
     json: bool,
 ) -> Result<u8> {
-    let (idx, _) = open_index(home, roots, Refresh::IfOlderThan(Duration::from_secs(2)))?;
+    let (idx, _) = open_index(home, roots, refresh)?;
     let Some(hit) = idx.get(id)? else {
         bail!(
             "no skill with id `{id}` in {} root(s); `skillsearch search QUERY` lists ids",

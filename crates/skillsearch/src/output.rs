@@ -30,6 +30,16 @@ impl Out {
     }
 }
 
+impl Out {
+    /// One JSON document, indented for people.
+    pub fn json_pretty<T: serde::Serialize>(&mut self, v: &T) -> Result<()> {
+        serde_json::to_writer_pretty(&mut self.w, v)?;
+        writeln!(self.w)?;
+        self.w.flush()?;
+        Ok(())
+    }
+}
+
 pub fn print_diagnostics(out: &mut Out, diags: &[Diagnostic]) -> Result<()> {
     if diags.is_empty() {
         return out.line("no problems found");

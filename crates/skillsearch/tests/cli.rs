@@ -350,3 +350,58 @@ fn concurrent_first_searches_never_fail() {
     let out = e.run_skills(&["index", "--json"]);
     assert_eq!(json(&out)["skills"], 300);
 }
+
+#[test]
+fn config_layers_show_sources_and_reject_typos_loudly() {
+    let e = Env::new();
+    e.skill("pdf", "pdf", "pdf tables", "x");
+    fs::create_dir_all(&e.home).unwrap();
+    fs::write(e.home.join("config.toml"), "mode = \"auto\"\ntop_k = 3\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+        .arg("--home")
+        .arg(&e.home)
+        .args([
+            "config",
+            "show",
+            "--json",
+            "--skills",
+            e.root.to_str().unwrap(),
+        ])
+        .env("SKILLSEARCH_TOP_K", "4")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["mode"]["value"], "auto");
+    assert_eq!(
+        v["mode"]["source"],
+        e.home.join("config.toml").to_str().unwrap()
+    );
+    assert_eq!(v["top_k"]["value"], 4);
+    assert_eq!(v["top_k"]["source"], "environment SKILLSEARCH_TOP_K");
+    assert_eq!(v["skills"]["source"], "flag --skills");
+    assert_eq!(v["heading"]["source"], "default");
+
+    fs::write(e.home.join("config.toml"), "mode = \"atuo\"\n").unwrap();
+    let out = e.run_skills(&["search", "pdf"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config key `mode`")
+            && err.contains("`atuo`")
+            && err.contains("`on_demand`, `auto`"),
+        "{err}"
+    );
+
+    let out = e.run(&["config", "schema"]);
+    let schema: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(schema["additionalProperties"], false);
+    assert_eq!(
+        schema["properties"]["mode"]["enum"],
+        serde_json::json!(["on_demand", "auto"])
+    );
+}

@@ -1,0 +1,651 @@
+//! Configuration: one table of keys drives the TOML reader, the `SKILLSEARCH_*` environment
+//! reader, flag overrides, `config show` and the JSON Schema that host manifests embed, so they
+//! cannot drift apart. Layers, lowest first: defaults < file < environment < flags.
+//!
+//! Nothing here reads the process environment or the disk: the caller passes the file text and
+//! the environment in, so every rule is testable.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// How a key's value is checked.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// One of a fixed set of strings.
+    Enum(&'static [&'static str]),
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Float {
+        min: f64,
+        max: f64,
+    },
+    Str,
+    Path,
+    /// A list of paths; `:`-separated in the environment.
+    Paths,
+}
+
+/// One configuration key.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyDef {
+    pub name: &'static str,
+    pub env: &'static str,
+    pub kind: Kind,
+    /// The default, as JSON text.
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+/// The modes of delivery; exactly one is active.
+pub const MODES: &[&str] = &["on_demand", "auto"];
+
+/// Every key skillsearch reads.
+pub const KEYS: &[KeyDef] = &[
+    KeyDef {
+        name: "skills",
+        env: "SKILLSEARCH_SKILLS_DIRS",
+        kind: Kind::Paths,
+        default: "[]",
+        doc: "Skill roots, highest precedence first (the first wins a name collision). Empty: the workspace's skills/ and .agents/skills, then ~/.agents/skills and ~/.openclaw/skills.",
+    },
+    KeyDef {
+        name: "workspace",
+        env: "SKILLSEARCH_WORKSPACE",
+        kind: Kind::Path,
+        default: "\"\"",
+        doc: "Workspace whose skills/ and .agents/skills are the default roots. Empty: the current directory.",
+    },
+    KeyDef {
+        name: "mode",
+        env: "SKILLSEARCH_MODE",
+        kind: Kind::Enum(MODES),
+        default: "\"on_demand\"",
+        doc: "on_demand: offer the skill_search and skill_read tools and inject nothing. auto: inject the matching skills every turn and offer no tools.",
+    },
+    KeyDef {
+        name: "top_k",
+        env: "SKILLSEARCH_TOP_K",
+        kind: Kind::Int { min: 1, max: 50 },
+        default: "2",
+        doc: "Skills returned or injected per turn.",
+    },
+    KeyDef {
+        name: "token_budget",
+        env: "SKILLSEARCH_TOKEN_BUDGET",
+        kind: Kind::Int {
+            min: 0,
+            max: 1_000_000,
+        },
+        default: "8000",
+        doc: "Most tokens (o200k) a rendered block may take; whole skills are dropped to fit. 0: no budget.",
+    },
+    KeyDef {
+        name: "deadline_ms",
+        env: "SKILLSEARCH_DEADLINE_MS",
+        kind: Kind::Int {
+            min: 50,
+            max: 120_000,
+        },
+        default: "8000",
+        doc: "Whole-turn deadline in milliseconds; past it the turn goes on without skills.",
+    },
+    KeyDef {
+        name: "refresh_ms",
+        env: "SKILLSEARCH_REFRESH_MS",
+        kind: Kind::Int {
+            min: 0,
+            max: 86_400_000,
+        },
+        default: "2000",
+        doc: "Re-check the skill files when the last check is older than this (milliseconds). 0: every time.",
+    },
+    KeyDef {
+        name: "heading",
+        env: "SKILLSEARCH_HEADING",
+        kind: Kind::Str,
+        default: "\"# Skills\"",
+        doc: "First line of the rendered block.",
+    },
+    KeyDef {
+        name: "log_path",
+        env: "SKILLSEARCH_LOG_PATH",
+        kind: Kind::Path,
+        default: "\"\"",
+        doc: "Decision log (one JSON line per turn and tool call). Empty: <home>/logs/decisions.jsonl. \"off\" disables it.",
+    },
+    KeyDef {
+        name: "log_max_bytes",
+        env: "SKILLSEARCH_LOG_MAX_BYTES",
+        kind: Kind::Int {
+            min: 4096,
+            max: 1 << 40,
+        },
+        default: "10485760",
+        doc: "Size at which the decision log is rotated (one previous file is kept).",
+    },
+    KeyDef {
+        name: "name_weight",
+        env: "SKILLSEARCH_NAME_WEIGHT",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 100.0,
+        },
+        default: "1.0",
+        doc: "BM25 weight of the skill name.",
+    },
+    KeyDef {
+        name: "description_weight",
+        env: "SKILLSEARCH_DESCRIPTION_WEIGHT",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 100.0,
+        },
+        default: "2.0",
+        doc: "BM25 weight of the description.",
+    },
+    KeyDef {
+        name: "body_weight",
+        env: "SKILLSEARCH_BODY_WEIGHT",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 100.0,
+        },
+        default: "1.0",
+        doc: "BM25 weight of the body.",
+    },
+];
+
+/// Environment variables that are ours but are not configuration keys.
+pub const OTHER_ENV: &[&str] = &["SKILLSEARCH_HOME", "SKILLSEARCH_CONFIG", "SKILLSEARCH_LOG"];
+
+/// Where an effective value came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "at", rename_all = "lowercase")]
+pub enum Source {
+    Default,
+    File(PathBuf),
+    Env(String),
+    Flag(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => write!(f, "default"),
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::Env(n) => write!(f, "environment {n}"),
+            Source::Flag(n) => write!(f, "flag --{n}"),
+        }
+    }
+}
+
+/// A configuration mistake, naming the key, the bad value, where it came from and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ConfigError {
+    pub key: String,
+    /// Where the bad value came from (a file, an environment variable, a flag).
+    pub origin: String,
+    pub message: String,
+}
+
+/// The input layers. `env` is the whole environment (only `SKILLSEARCH_*` is read).
+#[derive(Debug, Default, Clone)]
+pub struct Layers {
+    pub file: Option<(PathBuf, String)>,
+    pub env: Vec<(String, String)>,
+    /// (key, raw value) from command-line flags.
+    pub flags: Vec<(String, String)>,
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    pub skills: Vec<PathBuf>,
+    pub workspace: Option<PathBuf>,
+    pub mode: Mode,
+    pub top_k: usize,
+    pub token_budget: Option<usize>,
+    pub deadline_ms: u64,
+    pub refresh_ms: u64,
+    pub heading: String,
+    /// `None`: logging is off.
+    pub log_path: Option<PathBuf>,
+    pub log_max_bytes: u64,
+    pub name_weight: f32,
+    pub description_weight: f32,
+    pub body_weight: f32,
+    /// Every key's effective value (JSON) and its source, in table order.
+    #[serde(skip)]
+    pub effective: Vec<(&'static str, Value, Source)>,
+}
+
+/// The delivery mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    OnDemand,
+    Auto,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::OnDemand => "on_demand",
+            Mode::Auto => "auto",
+        }
+    }
+}
+
+fn key_def(name: &str) -> Option<&'static KeyDef> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push(
+                (prev[j] + usize::from(ca != *cb))
+                    .min(prev[j + 1] + 1)
+                    .min(cur[j] + 1),
+            );
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn suggestion<'a>(bad: &str, options: impl Iterator<Item = &'a str>) -> String {
+    options
+        .map(|o| (edit_distance(bad, o), o))
+        .filter(|(d, _)| *d <= 3)
+        .min()
+        .map(|(_, o)| format!("; did you mean `{o}`?"))
+        .unwrap_or_default()
+}
+
+fn kind_text(kind: Kind) -> String {
+    match kind {
+        Kind::Enum(opts) => format!(
+            "one of {}",
+            opts.iter()
+                .map(|o| format!("`{o}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Kind::Int { min, max } => format!("a whole number from {min} to {max}"),
+        Kind::Float { min, max } => format!("a number from {min} to {max}"),
+        Kind::Str => "a string".into(),
+        Kind::Path => "a path".into(),
+        Kind::Paths => "a list of paths".into(),
+    }
+}
+
+/// Checks one value (already JSON: typed from TOML, or a string from env/flags) against a key.
+fn check(def: &KeyDef, raw: Value, source: &Source) -> Result<Value, ConfigError> {
+    let bad = |shown: &str| ConfigError {
+        key: def.name.to_owned(),
+        origin: source.to_string(),
+        message: format!(
+            "config key `{}` ({source}): `{shown}` is not {}{}",
+            def.name,
+            kind_text(def.kind),
+            match def.kind {
+                Kind::Enum(opts) => suggestion(shown, opts.iter().copied()),
+                _ => String::new(),
+            }
+        ),
+    };
+    let shown = match &raw {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let from_string = matches!(source, Source::Env(_) | Source::Flag(_));
+    match def.kind {
+        Kind::Enum(opts) => match &raw {
+            Value::String(s) if opts.contains(&s.as_str()) => Ok(raw),
+            _ => Err(bad(&shown)),
+        },
+        Kind::Int { min, max } => {
+            let n = match &raw {
+                Value::Number(n) => n.as_i64(),
+                Value::String(s) if from_string => s.trim().parse::<i64>().ok(),
+                _ => None,
+            };
+            match n {
+                Some(n) if (min..=max).contains(&n) => Ok(json!(n)),
+                _ => Err(bad(&shown)),
+            }
+        }
+        Kind::Float { min, max } => {
+            let n = match &raw {
+                Value::Number(n) => n.as_f64(),
+                Value::String(s) if from_string => s.trim().parse::<f64>().ok(),
+                _ => None,
+            };
+            match n {
+                Some(n) if n.is_finite() && n >= min && n <= max => Ok(json!(n)),
+                _ => Err(bad(&shown)),
+            }
+        }
+        Kind::Str | Kind::Path => match raw {
+            Value::String(_) => Ok(raw),
+            _ => Err(bad(&shown)),
+        },
+        Kind::Paths => match raw {
+            Value::Array(items) if items.iter().all(Value::is_string) => Ok(Value::Array(items)),
+            // `:`-separated in the environment; one path per line from repeated flags.
+            Value::String(s) if from_string => {
+                let sep = if matches!(source, Source::Flag(_)) {
+                    '\n'
+                } else {
+                    ':'
+                };
+                Ok(Value::Array(
+                    s.split(sep)
+                        .filter(|p| !p.trim().is_empty())
+                        .map(|p| Value::String(p.trim().to_owned()))
+                        .collect(),
+                ))
+            }
+            _ => Err(bad(&shown)),
+        },
+    }
+}
+
+fn toml_to_json(v: toml::Value) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s),
+        toml::Value::Integer(i) => json!(i),
+        toml::Value::Float(f) => json!(f),
+        toml::Value::Boolean(b) => Value::Bool(b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(a) => Value::Array(a.into_iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => {
+            Value::Object(t.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect())
+        }
+    }
+}
+
+/// Resolves the layers into settings. Every problem is an error; nothing falls back silently.
+pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
+    let mut values: BTreeMap<&'static str, (Value, Source)> = BTreeMap::new();
+    for def in KEYS {
+        let v: Value = serde_json::from_str(def.default).unwrap_or(Value::Null);
+        values.insert(def.name, (v, Source::Default));
+    }
+    if let Some((path, text)) = &layers.file {
+        let source = Source::File(path.clone());
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError {
+            key: String::new(),
+            origin: source.to_string(),
+            message: format!(
+                "config file {} is not valid TOML: {}",
+                path.display(),
+                e.message()
+            ),
+        })?;
+        for (key, raw) in table {
+            let Some(def) = key_def(&key) else {
+                return Err(ConfigError {
+                    message: format!(
+                        "unknown config key `{key}` in {}{}; known keys: {}",
+                        path.display(),
+                        suggestion(&key, KEYS.iter().map(|k| k.name)),
+                        KEYS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
+                    ),
+                    key,
+                    origin: source.to_string(),
+                });
+            };
+            let v = check(def, toml_to_json(raw), &source)?;
+            values.insert(def.name, (v, source.clone()));
+        }
+    }
+    let mut env: Vec<&(String, String)> = layers
+        .env
+        .iter()
+        .filter(|(k, _)| k.starts_with("SKILLSEARCH_"))
+        .collect();
+    env.sort();
+    for (name, raw) in env {
+        if OTHER_ENV.contains(&name.as_str()) {
+            continue;
+        }
+        let Some(def) = KEYS.iter().find(|k| k.env == name) else {
+            return Err(ConfigError {
+                key: name.clone(),
+                origin: format!("environment {name}"),
+                message: format!(
+                    "unknown environment variable `{name}`{}; skillsearch reads {}",
+                    suggestion(
+                        name,
+                        KEYS.iter().map(|k| k.env).chain(OTHER_ENV.iter().copied())
+                    ),
+                    KEYS.iter()
+                        .map(|k| k.env)
+                        .chain(OTHER_ENV.iter().copied())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        };
+        let source = Source::Env(name.clone());
+        let v = check(def, Value::String(raw.clone()), &source)?;
+        values.insert(def.name, (v, source));
+    }
+    for (key, raw) in &layers.flags {
+        let def = key_def(key).ok_or_else(|| ConfigError {
+            key: key.clone(),
+            origin: format!("flag --{key}"),
+            message: format!("unknown config key `{key}`"),
+        })?;
+        let source = Source::Flag(key.replace('_', "-"));
+        // A repeated flag (`--skills A --skills B`) arrives joined with `:`.
+        let v = check(def, Value::String(raw.clone()), &source)?;
+        values.insert(def.name, (v, source));
+    }
+    let get = |k: &str| values.get(k).map(|(v, _)| v.clone()).unwrap_or(Value::Null);
+    let text = |k: &str| get(k).as_str().unwrap_or_default().to_owned();
+    let int = |k: &str| get(k).as_i64().unwrap_or(0);
+    let float = |k: &str| get(k).as_f64().unwrap_or(0.0) as f32;
+    let log = text("log_path");
+    Ok(Settings {
+        skills: get("skills")
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.as_str())
+                    .map(PathBuf::from)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        workspace: Some(text("workspace"))
+            .filter(|w| !w.is_empty())
+            .map(PathBuf::from),
+        mode: if text("mode") == "auto" {
+            Mode::Auto
+        } else {
+            Mode::OnDemand
+        },
+        top_k: int("top_k") as usize,
+        token_budget: Some(int("token_budget") as usize).filter(|b| *b > 0),
+        deadline_ms: int("deadline_ms") as u64,
+        refresh_ms: int("refresh_ms") as u64,
+        heading: text("heading"),
+        log_path: match log.as_str() {
+            "off" => None,
+            "" => Some(PathBuf::new()),
+            p => Some(PathBuf::from(p)),
+        },
+        log_max_bytes: int("log_max_bytes") as u64,
+        name_weight: float("name_weight"),
+        description_weight: float("description_weight"),
+        body_weight: float("body_weight"),
+        effective: KEYS
+            .iter()
+            .map(|d| {
+                let (v, s) = values
+                    .remove(d.name)
+                    .unwrap_or((Value::Null, Source::Default));
+                (d.name, v, s)
+            })
+            .collect(),
+    })
+}
+
+/// The JSON Schema of the configuration document (what a host manifest embeds).
+pub fn schema() -> Value {
+    let mut props = serde_json::Map::new();
+    for def in KEYS {
+        let default: Value = serde_json::from_str(def.default).unwrap_or(Value::Null);
+        let mut p = match def.kind {
+            Kind::Enum(opts) => json!({"type": "string", "enum": opts}),
+            Kind::Int { min, max } => json!({"type": "integer", "minimum": min, "maximum": max}),
+            Kind::Float { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
+            Kind::Str | Kind::Path => json!({"type": "string"}),
+            Kind::Paths => json!({"type": "array", "items": {"type": "string"}}),
+        };
+        p["default"] = default;
+        p["description"] = Value::String(format!("{} Environment: {}.", def.doc, def.env));
+        props.insert(def.name.to_owned(), p);
+    }
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "skillsearch configuration",
+        "type": "object",
+        "additionalProperties": false,
+        "properties": props,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> Layers {
+        Layers {
+            file: Some((PathBuf::from("/cfg/config.toml"), text.to_owned())),
+            ..Layers::default()
+        }
+    }
+
+    #[test]
+    fn defaults_and_layering_with_sources() {
+        let s = resolve(&Layers::default()).unwrap();
+        assert_eq!(
+            (s.mode, s.top_k, s.token_budget, s.deadline_ms),
+            (Mode::OnDemand, 2, Some(8000), 8000)
+        );
+        assert_eq!(s.heading, "# Skills");
+        let mut l = file("mode = \"auto\"\ntop_k = 4\nskills = [\"/a\", \"/b\"]\n");
+        l.env = vec![
+            ("SKILLSEARCH_TOP_K".into(), "6".into()),
+            ("PATH".into(), "/bin".into()),
+        ];
+        l.flags = vec![("top_k".into(), "9".into())];
+        let s = resolve(&l).unwrap();
+        assert_eq!(s.mode, Mode::Auto);
+        assert_eq!(s.top_k, 9);
+        assert_eq!(s.skills, [PathBuf::from("/a"), PathBuf::from("/b")]);
+        let src = |k: &str| s.effective.iter().find(|e| e.0 == k).unwrap().2.clone();
+        assert_eq!(src("mode"), Source::File("/cfg/config.toml".into()));
+        assert_eq!(src("top_k"), Source::Flag("top-k".into()));
+        assert_eq!(src("heading"), Source::Default);
+        let l = Layers {
+            env: vec![("SKILLSEARCH_SKILLS_DIRS".into(), "/x:/y::".into())],
+            ..Layers::default()
+        };
+        assert_eq!(
+            resolve(&l).unwrap().skills,
+            [PathBuf::from("/x"), PathBuf::from("/y")]
+        );
+    }
+
+    #[test]
+    fn misspelled_value_and_unknown_key_are_errors_that_name_them() {
+        let e = resolve(&file("mode = \"atuo\"")).unwrap_err();
+        assert_eq!(e.key, "mode");
+        assert_eq!(
+            e.message,
+            "config key `mode` (/cfg/config.toml): `atuo` is not one of `on_demand`, `auto`; did you mean `auto`?"
+        );
+        let e = resolve(&file("topk = 3")).unwrap_err();
+        assert!(
+            e.message.starts_with(
+                "unknown config key `topk` in /cfg/config.toml; did you mean `top_k`?"
+            ),
+            "{}",
+            e.message
+        );
+        let e = resolve(&Layers {
+            env: vec![("SKILLSEARCH_MODE".into(), "AUTO".into())],
+            ..Layers::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.message.contains("environment SKILLSEARCH_MODE"),
+            "{}",
+            e.message
+        );
+        let e = resolve(&Layers {
+            env: vec![("SKILLSEARCH_TOPK".into(), "3".into())],
+            ..Layers::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.message.contains("did you mean `SKILLSEARCH_TOP_K`?"),
+            "{}",
+            e.message
+        );
+        assert!(
+            resolve(&file("top_k = 0"))
+                .unwrap_err()
+                .message
+                .contains("from 1 to 50")
+        );
+        assert!(
+            resolve(&file("top_k = \"3\"")).is_err(),
+            "a TOML string is not a number"
+        );
+        assert!(resolve(&file("skills = \"/a\"")).is_err());
+        assert!(
+            resolve(&file("mode = "))
+                .unwrap_err()
+                .message
+                .contains("not valid TOML")
+        );
+    }
+
+    #[test]
+    fn schema_and_reader_agree_both_ways() {
+        let schema = schema();
+        let props = schema["properties"].as_object().unwrap();
+        assert_eq!(schema["additionalProperties"], false);
+        assert_eq!(props.len(), KEYS.len());
+        // Every schema default is accepted by the reader, from a file.
+        let mut doc = String::new();
+        for (k, p) in props {
+            let d = &p["default"];
+            let v: toml::Value = serde_json::from_value(d.clone()).unwrap();
+            doc.push_str(&format!("{k} = {v}\n"));
+        }
+        resolve(&file(&doc)).unwrap();
+        // Every enum value in the schema is accepted, and a value outside it is not.
+        for m in props["mode"]["enum"].as_array().unwrap() {
+            resolve(&file(&format!("mode = {m}"))).unwrap();
+        }
+        // Every key the reader knows is in the schema.
+        for def in KEYS {
+            assert!(props.contains_key(def.name), "{}", def.name);
+        }
+    }
+}
