@@ -7,6 +7,7 @@
 pub mod analyzer;
 pub mod config;
 pub mod corpus;
+pub mod deliver;
 pub mod diagnostic;
 pub mod error;
 pub mod eval;
@@ -16,6 +17,7 @@ pub mod index;
 pub mod render;
 pub mod search;
 pub mod tokens;
+pub mod tools;
 
 pub use corpus::{Root, Roots};
 pub use diagnostic::{Diagnostic, Severity};

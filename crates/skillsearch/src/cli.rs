@@ -3,10 +3,11 @@
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use skillsearch_core::config::{self, Settings};
+use skillsearch_core::deliver::{self, RenderOptions};
 use skillsearch_core::eval;
 use skillsearch_core::index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
 use skillsearch_core::render::{self, RenderSkill};
-use skillsearch_core::search::{SearchOptions, SearchResult};
+use skillsearch_core::search::SearchOptions;
 use skillsearch_core::tokens::{self, TokenCounter};
 use skillsearch_core::{GateEnv, Roots, corpus};
 use std::collections::BTreeMap;
@@ -574,29 +575,30 @@ fn cmd_search(
         }
     }
     let gate = GateEnv::from_process();
+    if let SearchOutput::Render { budget, heading } = &output {
+        let ro = RenderOptions {
+            heading: heading.clone(),
+            token_budget: *budget,
+        };
+        let r = deliver::retrieve(&idx, query, opts, &gate, &ro, &TokenCounter::new())?;
+        if !r.over_budget.is_empty() {
+            tracing::warn!(
+                "left out to fit the token budget: {}",
+                r.over_budget.join(", ")
+            );
+        }
+        if r.text.is_empty() {
+            return Ok(EXIT_NO_HITS);
+        }
+        out.line(&r.text)?;
+        return Ok(0);
+    }
     let result = idx.search(query, opts, &gate)?;
     let code = if result.hits.is_empty() {
         EXIT_NO_HITS
     } else {
         0
     };
-    if let SearchOutput::Render { budget, heading } = &output {
-        let rendered = render_hits(&result, heading, *budget);
-        if !rendered.over_budget.is_empty() {
-            tracing::warn!(
-                "left out to fit the token budget: {}",
-                rendered.over_budget.join(", ")
-            );
-        }
-        if !rendered.text.is_empty() {
-            out.line(&rendered.text)?;
-        }
-        return Ok(if rendered.text.is_empty() {
-            EXIT_NO_HITS
-        } else {
-            0
-        });
-    }
     if let SearchOutput::Json = output {
         let v = serde_json::json!({
             "query": query,
@@ -629,20 +631,6 @@ fn cmd_search(
         }
     }
     Ok(code)
-}
-
-fn render_hits(result: &SearchResult, heading: &str, budget: Option<usize>) -> render::Rendered {
-    let skills: Vec<RenderSkill> = result
-        .hits
-        .iter()
-        .map(|h| RenderSkill {
-            name: h.name.clone(),
-            qualified_id: h.qualified_id.clone(),
-            skill_dir: Some(h.skill_dir.clone()),
-            body: corpus::load(&h.path, corpus::DEFAULT_MAX_FILE_BYTES).body,
-        })
-        .collect();
-    render::render(&skills, heading, budget, &TokenCounter::new())
 }
 
 fn cmd_show(

@@ -1,0 +1,86 @@
+//! One retrieval as every surface delivers it (hook, MCP tools, daemon, `search --render`):
+//! search, read the bodies of the hits, render the block within the token budget.
+
+use crate::corpus;
+use crate::error::Result;
+use crate::gate::GateEnv;
+use crate::index::SkillIndex;
+use crate::render::{self, RenderSkill};
+use crate::search::{Dropped, Hit, SearchOptions};
+use crate::tokens::TokenCounter;
+use serde::Serialize;
+use std::time::Instant;
+
+/// How a block is rendered.
+#[derive(Debug, Clone)]
+pub struct RenderOptions {
+    pub heading: String,
+    /// Most tokens the block may take (`None`: no limit).
+    pub token_budget: Option<usize>,
+}
+
+/// What one retrieval found and rendered.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Retrieval {
+    /// The rendered block; empty when nothing matched (or nothing fit the budget).
+    pub text: String,
+    /// The skills in `text`, in order.
+    pub hits: Vec<Hit>,
+    /// Matches held back by gating or shadowing, with reasons.
+    pub dropped: Vec<Dropped>,
+    /// Skills left out whole to fit the token budget.
+    pub over_budget: Vec<String>,
+    /// Characters of `text` (UTF-16 units, as JavaScript hosts count them).
+    pub chars: usize,
+    pub search_ms: f64,
+    pub render_ms: f64,
+}
+
+/// Searches and renders. Hits whose file vanished since indexing are skipped.
+pub fn retrieve(
+    index: &SkillIndex,
+    query: &str,
+    opts: &SearchOptions,
+    gate: &GateEnv,
+    render_opts: &RenderOptions,
+    counter: &TokenCounter,
+) -> Result<Retrieval> {
+    let t = Instant::now();
+    let result = index.search(query, opts, gate)?;
+    let search_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let mut kept = Vec::with_capacity(result.hits.len());
+    let mut skills = Vec::with_capacity(result.hits.len());
+    for hit in result.hits {
+        let loaded = corpus::load(&hit.path, corpus::DEFAULT_MAX_FILE_BYTES);
+        if !loaded.valid {
+            continue;
+        }
+        skills.push(RenderSkill {
+            name: hit.name.clone(),
+            qualified_id: hit.qualified_id.clone(),
+            skill_dir: Some(hit.skill_dir.clone()),
+            body: loaded.body,
+        });
+        kept.push(hit);
+    }
+    let rendered = render::render(
+        &skills,
+        &render_opts.heading,
+        render_opts.token_budget,
+        counter,
+    );
+    let hits = kept
+        .into_iter()
+        .filter(|h| rendered.included.contains(&h.qualified_id))
+        .collect();
+    Ok(Retrieval {
+        chars: crate::tokens::js_len(&rendered.text),
+        text: rendered.text,
+        hits,
+        dropped: result.dropped,
+        over_budget: rendered.over_budget,
+        search_ms,
+        render_ms: t.elapsed().as_secs_f64() * 1e3,
+    })
+}

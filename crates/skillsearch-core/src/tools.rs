@@ -1,0 +1,241 @@
+//! The two tools offered in `on_demand` mode, `skill_search` and `skill_read`: their names,
+//! descriptions, input schemas and every fixed reply. A model reads each of these strings, so
+//! each is one constant pinned by a golden test, and every host gets the same text.
+
+use crate::deliver::{self, RenderOptions};
+use crate::gate::GateEnv;
+use crate::index::SkillIndex;
+use crate::render::{self, RenderSkill};
+use crate::search::SearchOptions;
+use crate::tokens::TokenCounter;
+use crate::{corpus, deliver::Retrieval};
+use serde_json::{Value, json};
+use std::io::Read;
+use std::path::{Component, Path};
+
+pub const SKILL_SEARCH: &str = "skill_search";
+pub const SKILL_READ: &str = "skill_read";
+
+/// Four parts, one per paragraph: what the tool does; what a skill is; when to reach for it
+/// (the third bullet — internal conventions — is load-bearing); how to query and what an empty
+/// result means.
+pub const SKILL_SEARCH_DESCRIPTION: &str = "Search the skill library for a procedure that fits the task, and get the best-matching skills in full.
+A skill is a written workflow for one specific job (filling a PDF form, building a slide deck, migrating a database schema), with the exact commands, files and in-house conventions to follow.
+Reach for it when:
+- the task is a multi-step procedure you would otherwise improvise;
+- the task names a format, tool or workflow whose details you would have to guess;
+- the user asks about an internal convention, template, standard or \"our\" way of doing something: search before answering that you do not know.
+Search with the task's own words; names, descriptions and instructions are matched. An empty result is a normal answer: no skill applies, so proceed on your own.";
+
+pub const SKILL_SEARCH_QUERY_DESCRIPTION: &str = "What you need to do, in the task's own words, e.g. \"extract tables from a scanned PDF invoice\".";
+
+pub const SKILL_READ_DESCRIPTION: &str = "Read one skill from the library in full: its instructions, its directory, and the files it ships (references/, scripts/, assets/).
+Pass the id shown in a skill_search result, e.g. \"local/pdf-tables\". Add `path` to read one of the skill's files instead, relative to its directory, e.g. \"references/forms.md\".";
+
+pub const SKILL_READ_ID_DESCRIPTION: &str =
+    "A skill id from a skill_search result, e.g. \"local/pdf-tables\".";
+pub const SKILL_READ_PATH_DESCRIPTION: &str =
+    "Optional: a file inside the skill directory, relative to it, e.g. \"references/forms.md\".";
+
+/// Reply to a blank query.
+pub const EMPTY_QUERY_REPLY: &str = "skill_search needs a query describing the task.";
+/// Reply when search fails or runs out of time; never a tool error.
+pub const UNAVAILABLE_REPLY: &str =
+    "Skill search is unavailable right now. Proceed without a skill.";
+/// Reply to `skill_read` without an id.
+pub const EMPTY_ID_REPLY: &str = "skill_read needs the id of a skill from a skill_search result.";
+
+/// Reply when nothing matches.
+pub fn miss_reply(query: &str) -> String {
+    format!(
+        "No skill in the library matches \"{}\". Proceed without one.",
+        query.trim()
+    )
+}
+
+/// Reply to an id the library does not hold.
+pub fn unknown_id_reply(id: &str) -> String {
+    format!("No skill with id \"{id}\" in the library. Use an id from a skill_search result.")
+}
+
+/// Reply to a `path` that cannot be read.
+pub fn bad_path_reply(id: &str, path: &str, why: &str) -> String {
+    format!("Cannot read \"{path}\" of skill \"{id}\": {why}.")
+}
+
+/// Largest skill file `skill_read` returns.
+pub const MAX_READ_BYTES: u64 = 256 * 1024;
+/// Most files listed for one skill.
+pub const MAX_LISTED_FILES: usize = 200;
+/// Folders whose files `skill_read` lists.
+pub const LISTED_DIRS: &[&str] = &["references", "scripts", "assets", "examples"];
+
+/// `{"type":"object","properties":{"query":…},"required":["query"],"additionalProperties":false}`.
+pub fn skill_search_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": SKILL_SEARCH_QUERY_DESCRIPTION}},
+        "required": ["query"],
+        "additionalProperties": false
+    })
+}
+
+pub fn skill_read_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "description": SKILL_READ_ID_DESCRIPTION},
+            "path": {"type": "string", "description": SKILL_READ_PATH_DESCRIPTION}
+        },
+        "required": ["id"],
+        "additionalProperties": false
+    })
+}
+
+/// The text a `skill_search` call returns, and the retrieval behind it (for the decision log).
+pub fn skill_search(
+    index: &SkillIndex,
+    query: &str,
+    opts: &SearchOptions,
+    gate: &GateEnv,
+    render_opts: &RenderOptions,
+    counter: &TokenCounter,
+) -> (String, Option<Retrieval>) {
+    if query.trim().is_empty() {
+        return (EMPTY_QUERY_REPLY.to_owned(), None);
+    }
+    match deliver::retrieve(index, query, opts, gate, render_opts, counter) {
+        Ok(r) if r.text.is_empty() => (miss_reply(query), Some(r)),
+        Ok(r) => (r.text.clone(), Some(r)),
+        Err(e) => {
+            tracing::warn!(target: "tools", error = %e, "skill_search failed");
+            (UNAVAILABLE_REPLY.to_owned(), None)
+        }
+    }
+}
+
+/// The text a `skill_read` call returns. Never fails: problems are fixed replies.
+pub fn skill_read(index: &SkillIndex, id: &str, path: Option<&str>, heading: &str) -> String {
+    let id = id.trim();
+    if id.is_empty() {
+        return EMPTY_ID_REPLY.to_owned();
+    }
+    let hit = match index.get(id) {
+        Ok(Some(hit)) => hit,
+        Ok(None) => return unknown_id_reply(id),
+        Err(e) => {
+            tracing::warn!(target: "tools", error = %e, "skill_read failed");
+            return UNAVAILABLE_REPLY.to_owned();
+        }
+    };
+    if let Some(rel) = path.map(str::trim).filter(|p| !p.is_empty()) {
+        return read_file(&hit.skill_dir, &hit.qualified_id, rel);
+    }
+    let body = corpus::load(&hit.path, corpus::DEFAULT_MAX_FILE_BYTES).body;
+    let skill = RenderSkill {
+        name: hit.name.clone(),
+        qualified_id: hit.qualified_id.clone(),
+        skill_dir: Some(hit.skill_dir.clone()),
+        body,
+    };
+    let mut text = render::render(&[skill], heading, None, &TokenCounter::new()).text;
+    let files = list_files(&hit.skill_dir);
+    if !files.is_empty() {
+        text.push_str("\n\nFiles in the skill directory (read one with `path`):\n");
+        for f in &files {
+            text.push_str(&format!("- {f}\n"));
+        }
+        if files.len() == MAX_LISTED_FILES {
+            text.push_str(&format!("(only the first {MAX_LISTED_FILES} are listed)\n"));
+        }
+    }
+    text
+}
+
+/// Files under the listed folders, relative to `dir`, sorted; symlinks and dotfiles are left out.
+fn list_files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack: Vec<std::path::PathBuf> =
+        LISTED_DIRS.iter().map(|d| dir.join(d)).rev().collect();
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        let mut entries: Vec<_> = rd.filter_map(|e| e.ok()).collect();
+        entries.sort_by_key(|e| e.file_name());
+        let mut subdirs = Vec::new();
+        for e in entries {
+            if e.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                subdirs.push(e.path());
+            } else if ft.is_file() {
+                if let Ok(rel) = e.path().strip_prefix(dir) {
+                    out.push(rel.to_string_lossy().into_owned());
+                }
+                if out.len() == MAX_LISTED_FILES {
+                    return out;
+                }
+            }
+        }
+        stack.extend(subdirs.into_iter().rev());
+    }
+    out
+}
+
+/// Reads one file of a skill: relative, inside the directory after symlinks are resolved, a
+/// regular text file, at most [`MAX_READ_BYTES`].
+fn read_file(dir: &Path, id: &str, rel: &str) -> String {
+    let p = Path::new(rel);
+    if p.is_absolute()
+        || p.components().any(|c| {
+            matches!(
+                c,
+                Component::ParentDir | Component::RootDir | Component::Prefix(_)
+            )
+        })
+    {
+        return bad_path_reply(
+            id,
+            rel,
+            "the path must be relative to the skill directory, without `..`",
+        );
+    }
+    let (Ok(base), Ok(full)) = (dir.canonicalize(), dir.join(p).canonicalize()) else {
+        return bad_path_reply(id, rel, "no such file");
+    };
+    if !full.starts_with(&base) {
+        return bad_path_reply(id, rel, "it points outside the skill directory");
+    }
+    let meta = match std::fs::metadata(&full) {
+        Ok(m) if m.is_file() => m,
+        Ok(_) => return bad_path_reply(id, rel, "it is not a file"),
+        Err(_) => return bad_path_reply(id, rel, "no such file"),
+    };
+    if meta.len() > MAX_READ_BYTES {
+        return bad_path_reply(
+            id,
+            rel,
+            &format!(
+                "it is {} bytes; files up to {MAX_READ_BYTES} bytes are returned",
+                meta.len()
+            ),
+        );
+    }
+    let mut bytes = Vec::new();
+    if std::fs::File::open(&full)
+        .and_then(|f| f.take(MAX_READ_BYTES).read_to_end(&mut bytes))
+        .is_err()
+    {
+        return bad_path_reply(id, rel, "it cannot be read");
+    }
+    if bytes.contains(&0) {
+        return bad_path_reply(id, rel, "it is a binary file");
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(_) => bad_path_reply(id, rel, "it is not UTF-8 text"),
+    }
+}

@@ -1,0 +1,204 @@
+//! Golden files for every string a model reads from the tools, and the tools' behaviour on a
+//! real index. `UPDATE_GOLDEN=1 cargo test` rewrites the golden files after a deliberate change.
+
+use skillsearch_core::deliver::RenderOptions;
+use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
+use skillsearch_core::tokens::TokenCounter;
+use skillsearch_core::tools::{self, *};
+use skillsearch_core::{GateEnv, Roots, SearchOptions};
+use std::fs;
+use std::path::PathBuf;
+
+fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        fs::write(&path, actual).unwrap();
+    }
+    let expected = fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing golden file {}", path.display()));
+    assert_eq!(
+        actual, expected,
+        "golden file {name} differs; rerun with UPDATE_GOLDEN=1 if the change is deliberate"
+    );
+}
+
+#[test]
+fn tool_strings_match_their_golden_files() {
+    golden("skill_search.description.txt", SKILL_SEARCH_DESCRIPTION);
+    golden(
+        "skill_search.schema.json",
+        &serde_json::to_string_pretty(&skill_search_schema()).unwrap(),
+    );
+    golden("skill_read.description.txt", SKILL_READ_DESCRIPTION);
+    golden(
+        "skill_read.schema.json",
+        &serde_json::to_string_pretty(&skill_read_schema()).unwrap(),
+    );
+    let replies = [
+        EMPTY_QUERY_REPLY.to_owned(),
+        miss_reply("  make a sandwich "),
+        UNAVAILABLE_REPLY.to_owned(),
+        EMPTY_ID_REPLY.to_owned(),
+        unknown_id_reply("local/nope"),
+        bad_path_reply(
+            "local/x",
+            "../etc/passwd",
+            "the path must be relative to the skill directory, without `..`",
+        ),
+    ]
+    .join("\n");
+    golden("replies.txt", &replies);
+}
+
+#[test]
+fn description_keeps_its_four_parts_and_the_convention_clause() {
+    let paragraphs: Vec<&str> = SKILL_SEARCH_DESCRIPTION.split('\n').collect();
+    assert!(paragraphs.len() >= 4, "newline-joined parts");
+    assert!(
+        SKILL_SEARCH_DESCRIPTION.contains("internal convention, template, standard or \"our\" way")
+    );
+    assert!(SKILL_SEARCH_DESCRIPTION.contains("An empty result is a normal answer"));
+    let schema = skill_search_schema();
+    assert_eq!(schema["required"], serde_json::json!(["query"]));
+    assert_eq!(schema["additionalProperties"], false);
+}
+
+struct Lib {
+    _tmp: tempfile::TempDir,
+    idx: SkillIndex,
+    root: PathBuf,
+}
+
+fn library() -> Lib {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("skills");
+    let dir = root.join("pdf-tables");
+    fs::create_dir_all(dir.join("references/deep")).unwrap();
+    fs::create_dir_all(dir.join("scripts")).unwrap();
+    fs::write(dir.join("SKILL.md"), "---\nname: pdf-tables\ndescription: Extract tables from PDF files\n---\n\nRun `{baseDir}/scripts/x.py`.\n").unwrap();
+    fs::write(dir.join("scripts/x.py"), "print('x')\n").unwrap();
+    fs::write(
+        dir.join("references/forms.md"),
+        "# Forms\nAcroForm notes.\n",
+    )
+    .unwrap();
+    fs::write(dir.join("references/deep/more.md"), "more\n").unwrap();
+    fs::write(dir.join("references/.hidden"), "h").unwrap();
+    fs::write(dir.join("references/blob.bin"), b"\x00\x01\x02").unwrap();
+    fs::write(dir.join("references/big.md"), "x".repeat(300 * 1024)).unwrap();
+    fs::write(tmp.path().join("secret.txt"), "top secret").unwrap();
+    std::os::unix::fs::symlink(
+        tmp.path().join("secret.txt"),
+        dir.join("references/escape.md"),
+    )
+    .unwrap();
+    let roots = Roots::explicit([&root]);
+    let (idx, _) = SkillIndex::open(
+        &roots,
+        &IndexConfig::new(tmp.path().join("home")),
+        Refresh::Always,
+        &|_| {},
+    )
+    .unwrap();
+    Lib {
+        _tmp: tmp,
+        idx,
+        root,
+    }
+}
+
+fn search(lib: &Lib, q: &str) -> String {
+    let ro = RenderOptions {
+        heading: "# Skills".into(),
+        token_budget: Some(8000),
+    };
+    tools::skill_search(
+        &lib.idx,
+        q,
+        &SearchOptions::default(),
+        &GateEnv::allow_all(),
+        &ro,
+        &TokenCounter::new(),
+    )
+    .0
+}
+
+#[test]
+fn skill_search_replies() {
+    let lib = library();
+    assert_eq!(search(&lib, "   "), EMPTY_QUERY_REPLY);
+    assert_eq!(search(&lib, "bake bread"), miss_reply("bake bread"));
+    let hit = search(&lib, "extract pdf tables");
+    let dir = lib.root.join("pdf-tables");
+    assert!(
+        hit.starts_with("# Skills\n\n### Skill: pdf-tables  [local/pdf-tables]\n"),
+        "{hit}"
+    );
+    assert!(
+        hit.contains(&format!("Run `{}/scripts/x.py`.", dir.display())),
+        "{hit}"
+    );
+}
+
+#[test]
+fn skill_read_lists_files_and_reads_one_safely() {
+    let lib = library();
+    let full = skill_read(&lib.idx, "local/pdf-tables", None, "# Skills");
+    assert!(full.contains("### Skill: pdf-tables  [local/pdf-tables]"));
+    assert!(full.ends_with("Files in the skill directory (read one with `path`):\n- references/big.md\n- references/blob.bin\n- references/forms.md\n- references/deep/more.md\n- scripts/x.py\n"), "{full}");
+    assert_eq!(
+        skill_read(
+            &lib.idx,
+            "pdf-tables",
+            Some("references/forms.md"),
+            "# Skills"
+        ),
+        "# Forms\nAcroForm notes.\n"
+    );
+    assert_eq!(skill_read(&lib.idx, " ", None, "# Skills"), EMPTY_ID_REPLY);
+    assert_eq!(
+        skill_read(&lib.idx, "local/nope", None, "# Skills"),
+        unknown_id_reply("local/nope")
+    );
+    let id = "local/pdf-tables";
+    let r = |p: &str| skill_read(&lib.idx, id, Some(p), "# Skills");
+    assert_eq!(
+        r("../secret.txt"),
+        bad_path_reply(
+            id,
+            "../secret.txt",
+            "the path must be relative to the skill directory, without `..`"
+        )
+    );
+    assert_eq!(
+        r("/etc/passwd"),
+        bad_path_reply(
+            id,
+            "/etc/passwd",
+            "the path must be relative to the skill directory, without `..`"
+        )
+    );
+    assert_eq!(
+        r("references/escape.md"),
+        bad_path_reply(
+            id,
+            "references/escape.md",
+            "it points outside the skill directory"
+        )
+    );
+    assert_eq!(
+        r("references/blob.bin"),
+        bad_path_reply(id, "references/blob.bin", "it is a binary file")
+    );
+    assert!(r("references/big.md").contains("it is 307200 bytes"));
+    assert_eq!(
+        r("references/none.md"),
+        bad_path_reply(id, "references/none.md", "no such file")
+    );
+    assert_eq!(
+        r("references"),
+        bad_path_reply(id, "references", "it is not a file")
+    );
+}
