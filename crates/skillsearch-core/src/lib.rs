@@ -7,6 +7,7 @@
 pub mod analyzer;
 pub mod config;
 pub mod corpus;
+pub mod decision_log;
 pub mod deliver;
 pub mod diagnostic;
 pub mod error;

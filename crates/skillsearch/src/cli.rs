@@ -3,6 +3,7 @@
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use skillsearch_core::config::{self, Settings};
+use skillsearch_core::decision_log::DecisionLog;
 use skillsearch_core::deliver::{self, RenderOptions};
 use skillsearch_core::eval;
 use skillsearch_core::index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
@@ -50,7 +51,7 @@ struct RootArgs {
 }
 
 #[derive(Args, Clone)]
-struct RankArgs {
+pub(crate) struct RankArgs {
     /// Weight of the name field [config: name_weight]
     #[arg(long)]
     name_weight: Option<f32>,
@@ -146,10 +147,34 @@ enum Command {
         #[command(flatten)]
         rank: RankArgs,
     },
+    /// Per-turn UserPromptSubmit hook (Claude Code, Codex, CodeBuddy): JSON on stdin, context on stdout; always exits 0
+    Hook {
+        /// Answer in this host's dialect [default: recognised from the input]
+        #[arg(long, value_enum)]
+        host: Option<crate::hook::HookHost>,
+    },
+    /// The decision log
+    Log {
+        #[command(subcommand)]
+        command: LogCommand,
+    },
     /// The effective configuration, and its schema
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum LogCommand {
+    /// The last decisions, one line each
+    Tail {
+        /// How many
+        #[arg(short = 'n', long, default_value_t = 20)]
+        lines: usize,
+        /// Raw JSON lines
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -221,7 +246,7 @@ fn home_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
 
 /// Config flags given on the command line, as (key, raw value) for the flag layer.
 #[derive(Default)]
-struct Flags(Vec<(String, String)>);
+pub(crate) struct Flags(Vec<(String, String)>);
 
 impl Flags {
     fn roots(mut self, r: &RootArgs) -> Self {
@@ -252,7 +277,7 @@ impl Flags {
 }
 
 /// Resolves defaults < config file < SKILLSEARCH_* environment < flags.
-fn settings(home: &Path, config: Option<PathBuf>, flags: Flags) -> Result<Settings> {
+pub(crate) fn settings(home: &Path, config: Option<PathBuf>, flags: Flags) -> Result<Settings> {
     let explicit = config.or_else(|| {
         std::env::var_os("SKILLSEARCH_CONFIG")
             .filter(|c| !c.is_empty())
@@ -292,7 +317,7 @@ fn settings(home: &Path, config: Option<PathBuf>, flags: Flags) -> Result<Settin
 }
 
 /// The skill roots the settings name: explicit ones, or OpenClaw's defaults for the workspace.
-fn roots_of(s: &Settings) -> Result<Roots> {
+pub(crate) fn roots_of(s: &Settings) -> Result<Roots> {
     if !s.skills.is_empty() {
         return Ok(Roots::explicit(s.skills.iter().cloned()));
     }
@@ -304,7 +329,7 @@ fn roots_of(s: &Settings) -> Result<Roots> {
     Ok(Roots::openclaw(&ws, home.as_deref(), &[]))
 }
 
-fn options(s: &Settings, rank: Option<&RankArgs>, top_k: usize) -> SearchOptions {
+pub(crate) fn options(s: &Settings, rank: Option<&RankArgs>, top_k: usize) -> SearchOptions {
     let d = SearchOptions::default();
     SearchOptions {
         top_k,
@@ -317,6 +342,13 @@ fn options(s: &Settings, rank: Option<&RankArgs>, top_k: usize) -> SearchOptions
             .unwrap_or(d.body_stopword_df),
         ..d
     }
+}
+
+/// Opens the index without a progress bar or warnings (for surfaces that answer a host).
+pub(crate) fn open_index_quiet(home: &Path, roots: &Roots, refresh: Refresh) -> Result<SkillIndex> {
+    let (idx, _) = SkillIndex::open(roots, &IndexConfig::new(home), refresh, &|_| {})
+        .with_context(|| format!("cannot open the skill index under {}", home.display()))?;
+    Ok(idx)
 }
 
 /// Opens (building or refreshing as needed) the index, with a progress bar on a terminal.
@@ -470,6 +502,13 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 json,
             )
         }
+        Command::Hook { host } => Ok(crate::hook::run(&home, cfg, host)),
+        Command::Log {
+            command: LogCommand::Tail { lines, json },
+        } => {
+            let s = settings(&home, cfg, Flags::default())?;
+            cmd_log_tail(&mut out, &s, lines, json)
+        }
         Command::Config {
             command: ConfigCommand::Schema,
         } => {
@@ -483,6 +522,55 @@ fn dispatch(cli: Cli) -> Result<u8> {
             cmd_config_show(&mut out, &s, json)
         }
     }
+}
+
+fn cmd_log_tail(out: &mut Out, s: &Settings, n: usize, json: bool) -> Result<u8> {
+    let Some(path) = &s.log_path else {
+        bail!("the decision log is off (log_path = \"off\")");
+    };
+    let log = DecisionLog::new(path, s.log_max_bytes);
+    let records = log
+        .tail(n)
+        .with_context(|| format!("cannot read the decision log {}", path.display()))?;
+    if records.is_empty() {
+        out.line(&format!("no decisions logged yet in {}", path.display()))?;
+        return Ok(0);
+    }
+    for d in &records {
+        if json {
+            out.json(d)?;
+            continue;
+        }
+        let hits = if d.hits.is_empty() {
+            "no skills".to_owned()
+        } else {
+            d.hits
+                .iter()
+                .map(|h| format!("{} ({:.2})", h.id, h.score))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let total = d
+            .elapsed_ms
+            .get("total")
+            .map(|t| format!("{t:.1} ms"))
+            .unwrap_or_default();
+        out.line(&format!(
+            "{} {:<5} {:<11} {:<12} \"{}\" -> {hits}; {} chars, ~{} tokens; {total}{}",
+            d.ts,
+            d.surface,
+            d.host,
+            d.mode,
+            crate::output::one_line(&d.query, 60),
+            d.injected_chars,
+            d.injected_tokens,
+            d.error
+                .as_ref()
+                .map(|e| format!("; error: {e}"))
+                .unwrap_or_default()
+        ))?;
+    }
+    Ok(0)
 }
 
 fn cmd_config_show(out: &mut Out, s: &Settings, json: bool) -> Result<u8> {

@@ -2,6 +2,7 @@
 //! work is done by `skillsearch-core`.
 
 mod cli;
+mod hook;
 mod output;
 
 fn main() -> std::process::ExitCode {

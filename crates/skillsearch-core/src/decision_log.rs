@@ -1,0 +1,260 @@
+//! The decision log: one JSON line per turn and per tool call, saying what was searched, what
+//! was found, injected or held back, what it cost and how long each stage took. Appends are
+//! single `write` calls on an `O_APPEND` file, so concurrent hook processes do not interleave
+//! lines; the file is rotated (one previous file kept) when it passes its size limit.
+
+use crate::deliver::Retrieval;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+/// One hit as logged.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LoggedHit {
+    pub id: String,
+    pub name: String,
+    pub source: String,
+    pub score: f32,
+}
+
+/// One decision.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Decision {
+    /// RFC 3339 UTC, millisecond resolution.
+    pub ts: String,
+    /// `hook`, `mcp`, `serve`, `search`.
+    pub surface: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
+    /// `auto`, `on_demand`, or the tool called (`skill_search`, `skill_read`).
+    pub mode: String,
+    /// The query, secrets redacted, cut to 500 characters.
+    pub query: String,
+    #[serde(default)]
+    pub hits: Vec<LoggedHit>,
+    /// Matches held back, as `id: reason`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
+    pub injected_chars: usize,
+    /// Tokens of what was injected or returned (o200k; estimated as chars/4 where counting
+    /// would cost more than the turn can spare, see `tokens_exact`).
+    pub injected_tokens: usize,
+    #[serde(default)]
+    pub tokens_exact: bool,
+    /// Milliseconds per stage (`open`, `search`, `render`, `total`).
+    #[serde(default)]
+    pub elapsed_ms: std::collections::BTreeMap<String, f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnostics: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Decision {
+    /// A record for `surface`, stamped now.
+    pub fn new(surface: &str, host: &str, mode: &str, query: &str) -> Self {
+        Decision {
+            ts: now_rfc3339(),
+            surface: surface.to_owned(),
+            host: host.to_owned(),
+            mode: mode.to_owned(),
+            query: redact(&truncate(query, 500)),
+            ..Decision::default()
+        }
+    }
+
+    /// Fills hits, drops and sizes from a retrieval.
+    pub fn with_retrieval(mut self, r: &Retrieval) -> Self {
+        self.hits = r
+            .hits
+            .iter()
+            .map(|h| LoggedHit {
+                id: h.qualified_id.clone(),
+                name: h.name.clone(),
+                source: "local".into(),
+                score: h.score,
+            })
+            .collect();
+        self.dropped = r
+            .dropped
+            .iter()
+            .map(|d| format!("{}: {}", d.id, d.exclusion.reason))
+            .collect();
+        self.injected_chars = r.chars;
+        self.injected_tokens = r.text.len().div_ceil(4);
+        self.elapsed_ms.insert("search".into(), round3(r.search_ms));
+        self.elapsed_ms.insert("render".into(), round3(r.render_ms));
+        self
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s.to_owned(),
+    }
+}
+
+static SECRET: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(sk-[a-z0-9_-]{12,}|gh[pousr]_[a-z0-9]{20,}|xox[abpr]-[a-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9a-z_-]{30,})|(bearer\s+)[a-z0-9._~+/-]{12,}=*|((?:api[_-]?key|token|secret|password)\s*[:=]\s*)\S{6,}",
+    )
+    .expect("valid regex")
+});
+
+/// Replaces things that look like credentials with `[redacted]`.
+pub fn redact(s: &str) -> String {
+    SECRET
+        .replace_all(s, |c: &regex::Captures<'_>| {
+            let keep = c.get(2).or_else(|| c.get(3)).map_or("", |m| m.as_str());
+            format!("{keep}[redacted]")
+        })
+        .into_owned()
+}
+
+/// Current UTC time as RFC 3339 with milliseconds, from the system clock (no date crate needed).
+pub fn now_rfc3339() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// An append-only, size-rotated JSON-lines file.
+#[derive(Debug, Clone)]
+pub struct DecisionLog {
+    path: PathBuf,
+    max_bytes: u64,
+}
+
+impl DecisionLog {
+    pub fn new(path: impl Into<PathBuf>, max_bytes: u64) -> Self {
+        DecisionLog {
+            path: path.into(),
+            max_bytes,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record. Errors are returned for the caller to report; they never matter to
+    /// the turn.
+    pub fn append(&self, d: &Decision) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(d).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        if std::fs::metadata(&self.path).is_ok_and(|m| m.len() + line.len() as u64 > self.max_bytes)
+        {
+            let _ = std::fs::rename(&self.path, self.rotated());
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        f.write_all(&line)
+    }
+
+    /// The previous file after a rotation.
+    pub fn rotated(&self) -> PathBuf {
+        let mut p = self.path.clone().into_os_string();
+        p.push(".1");
+        PathBuf::from(p)
+    }
+
+    /// The last `n` records, oldest first (the rotated file is read too when needed). Lines
+    /// that do not parse are skipped.
+    pub fn tail(&self, n: usize) -> std::io::Result<Vec<Decision>> {
+        let mut out: Vec<Decision> = Vec::new();
+        for p in [self.rotated(), self.path.clone()] {
+            let text = match std::fs::read_to_string(&p) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            out.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()));
+        }
+        let skip = out.len().saturating_sub(n);
+        Ok(out.split_off(skip))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_credentials_and_keeps_the_rest() {
+        assert_eq!(
+            redact("use key sk-abcdefghijklmnop1234 now"),
+            "use key [redacted] now"
+        );
+        assert_eq!(
+            redact("Authorization: Bearer abc.def-ghi_jkl123"),
+            "Authorization: Bearer [redacted]"
+        );
+        assert_eq!(
+            redact("api_key=supersecretvalue and more"),
+            "api_key=[redacted] and more"
+        );
+        assert_eq!(
+            redact("extract tables from a PDF"),
+            "extract tables from a PDF"
+        );
+    }
+
+    #[test]
+    fn rotates_and_tails_across_the_rotation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = DecisionLog::new(tmp.path().join("logs/d.jsonl"), 600);
+        for i in 0..10 {
+            log.append(&Decision::new(
+                "hook",
+                "claude-code",
+                "auto",
+                &format!("query {i}"),
+            ))
+            .unwrap();
+        }
+        assert!(log.rotated().exists());
+        assert!(std::fs::metadata(log.path()).unwrap().len() <= 600);
+        let last = log.tail(3).unwrap();
+        let qs: Vec<_> = last.iter().map(|d| d.query.as_str()).collect();
+        assert_eq!(qs, ["query 7", "query 8", "query 9"]);
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let ts = now_rfc3339();
+        assert_eq!(ts.len(), 24, "{ts}");
+        assert!(ts.ends_with('Z') && ts.as_bytes()[10] == b'T', "{ts}");
+        assert!(ts.starts_with("20"), "{ts}");
+    }
+}

@@ -1,0 +1,205 @@
+//! `skillsearch hook`: the per-turn `UserPromptSubmit` command hook of Claude Code, Codex and
+//! CodeBuddy/WorkBuddy. It reads the host's JSON on stdin and, in `auto` mode, answers with the
+//! skills block as `additionalContext`. It always exits 0 and never blocks the turn: bad input,
+//! a broken config, a slow index or a missed deadline all cost the turn its skills, nothing more.
+
+use crate::cli::{Flags, open_index_quiet, options, roots_of, settings};
+use serde_json::{Value, json};
+use skillsearch_core::GateEnv;
+use skillsearch_core::config::{Mode, Settings};
+use skillsearch_core::decision_log::{Decision, DecisionLog};
+use skillsearch_core::deliver::{self, RenderOptions};
+use skillsearch_core::index::Refresh;
+use skillsearch_core::tokens::TokenCounter;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Most bytes of hook input read; the rest is ignored.
+const MAX_INPUT: u64 = 8 * 1024 * 1024;
+/// Characters of the prompt used as the query.
+const MAX_QUERY_CHARS: usize = 2000;
+
+/// Which host's dialect to answer in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HookHost {
+    ClaudeCode,
+    Codex,
+    Codebuddy,
+}
+
+impl HookHost {
+    fn name(self) -> &'static str {
+        match self {
+            HookHost::ClaudeCode => "claude-code",
+            HookHost::Codex => "codex",
+            HookHost::Codebuddy => "codebuddy",
+        }
+    }
+
+    /// Recognises the host from fields only it sends.
+    fn detect(input: &Value) -> HookHost {
+        if input.get("client").is_some() || input.get("generation_id").is_some() {
+            HookHost::Codebuddy
+        } else if input.get("turn_id").is_some() {
+            HookHost::Codex
+        } else {
+            HookHost::ClaudeCode
+        }
+    }
+
+    /// The reply: `additionalContext` when there is something to inject, otherwise nothing
+    /// (CodeBuddy wants `{"continue":true}`).
+    fn reply(self, context: &str) -> Option<Value> {
+        let cont = self == HookHost::Codebuddy;
+        if context.is_empty() {
+            return cont.then(|| json!({"continue": true}));
+        }
+        let mut v = json!({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": context}});
+        if cont {
+            v["continue"] = Value::Bool(true);
+        }
+        Some(v)
+    }
+}
+
+/// Runs one turn. Returns the process exit code: always 0.
+pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>) -> u8 {
+    let started = Instant::now();
+    let mut raw = Vec::new();
+    let read = std::io::stdin().take(MAX_INPUT).read_to_end(&mut raw);
+    let input: Result<Value, String> = match read {
+        Ok(_) => serde_json::from_slice(&raw).map_err(|e| format!("hook input is not JSON ({e})")),
+        Err(e) => Err(format!("cannot read hook input ({e})")),
+    };
+    let host = host.unwrap_or_else(|| {
+        input
+            .as_ref()
+            .map(HookHost::detect)
+            .unwrap_or(HookHost::ClaudeCode)
+    });
+    let prompt = input
+        .as_ref()
+        .ok()
+        .and_then(|v| v.get("prompt"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let cwd = input
+        .as_ref()
+        .ok()
+        .and_then(|v| v.get("cwd"))
+        .and_then(Value::as_str)
+        .map(PathBuf::from);
+    let query: String = prompt.chars().take(MAX_QUERY_CHARS).collect();
+
+    let s = match settings(home, config, Flags::default()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("skillsearch hook: {e:#}; the turn goes on without skills");
+            emit(host.reply(""));
+            return 0;
+        }
+    };
+    let mut decision = Decision::new("hook", host.name(), s.mode.as_str(), &query);
+    let context = match (&input, s.mode) {
+        (Err(e), _) => {
+            decision.error = Some(e.clone());
+            String::new()
+        }
+        (Ok(_), Mode::OnDemand) => String::new(),
+        (Ok(_), Mode::Auto) if query.trim().is_empty() => String::new(),
+        (Ok(_), Mode::Auto) => {
+            retrieve_within_deadline(home, &s, cwd, &query, &mut decision, started)
+        }
+    };
+    emit(host.reply(&context));
+    decision.elapsed_ms.insert(
+        "total".into(),
+        (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+    );
+    if let Some(path) = &s.log_path
+        && let Err(e) = DecisionLog::new(path, s.log_max_bytes).append(&decision)
+    {
+        eprintln!(
+            "skillsearch hook: cannot write the decision log {}: {e}",
+            path.display()
+        );
+    }
+    0
+}
+
+/// Searches on a worker thread and gives up at the deadline (the worker is abandoned; the
+/// process exits right after the reply).
+fn retrieve_within_deadline(
+    home: &Path,
+    s: &Settings,
+    cwd: Option<PathBuf>,
+    query: &str,
+    decision: &mut Decision,
+    started: Instant,
+) -> String {
+    let (tx, rx) = mpsc::channel();
+    let (home, mut s2, query) = (home.to_path_buf(), s.clone(), query.to_owned());
+    if s2.skills.is_empty() && s2.workspace.is_none() {
+        s2.workspace = cwd;
+    }
+    std::thread::spawn(move || {
+        let work = || -> anyhow::Result<(skillsearch_core::deliver::Retrieval, f64)> {
+            let t = Instant::now();
+            let roots = roots_of(&s2)?;
+            let idx = open_index_quiet(
+                &home,
+                &roots,
+                Refresh::IfOlderThan(Duration::from_millis(s2.refresh_ms)),
+            )?;
+            let open_ms = t.elapsed().as_secs_f64() * 1e3;
+            let ro = RenderOptions {
+                heading: s2.heading.clone(),
+                token_budget: s2.token_budget,
+            };
+            let r = deliver::retrieve(
+                &idx,
+                &query,
+                &options(&s2, None, s2.top_k),
+                &GateEnv::from_process(),
+                &ro,
+                &TokenCounter::new(),
+            )?;
+            Ok((r, open_ms))
+        };
+        let _ = tx.send(work());
+    });
+    let deadline = Duration::from_millis(s.deadline_ms).saturating_sub(started.elapsed());
+    match rx.recv_timeout(deadline) {
+        Ok(Ok((r, open_ms))) => {
+            *decision = std::mem::take(decision).with_retrieval(&r);
+            decision
+                .elapsed_ms
+                .insert("open".into(), (open_ms * 1e3).round() / 1e3);
+            deliver::injected_context(&r.text)
+        }
+        Ok(Err(e)) => {
+            decision.error = Some(format!("{e:#}"));
+            eprintln!("skillsearch hook: {e:#}; the turn goes on without skills");
+            String::new()
+        }
+        Err(_) => {
+            decision.error = Some(format!(
+                "deadline of {} ms passed; nothing injected",
+                s.deadline_ms
+            ));
+            String::new()
+        }
+    }
+}
+
+/// Writes the whole reply and flushes it before returning; a closed stdout is not an error.
+fn emit(reply: Option<Value>) {
+    let Some(v) = reply else { return };
+    let mut out = std::io::stdout().lock();
+    let mut bytes = serde_json::to_vec(&v).unwrap_or_default();
+    bytes.push(b'\n');
+    let _ = out.write_all(&bytes).and_then(|()| out.flush());
+}

@@ -1,0 +1,271 @@
+//! `skillsearch hook` end to end: the real binary, fed the hosts' UserPromptSubmit JSON.
+
+use serde_json::{Value, json};
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    root: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let root = tmp.path().join("skills");
+        fs::create_dir_all(&root).unwrap();
+        Env {
+            _tmp: tmp,
+            home,
+            root,
+        }
+    }
+
+    fn skill(&self, rel: &str, name: &str, description: &str, body: &str) {
+        let d = self.root.join(rel);
+        fs::create_dir_all(&d).unwrap();
+        fs::write(
+            d.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: {description}\n---\n\n{body}\n"),
+        )
+        .unwrap();
+    }
+
+    fn hook(&self, input: &[u8], env: &[(&str, &str)], args: &[&str]) -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_skillsearch"));
+        c.arg("--home").arg(&self.home).arg("hook").args(args);
+        c.env_remove("SKILLSEARCH_HOME")
+            .env("SKILLSEARCH_SKILLS_DIRS", &self.root);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        out
+    }
+
+    fn log(&self) -> Vec<Value> {
+        let text = fs::read_to_string(self.home.join("logs/decisions.jsonl")).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+fn claude(prompt: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({"session_id": "s", "cwd": "/tmp", "hook_event_name": "UserPromptSubmit", "prompt": prompt, "new_field": {"x": 1}})).unwrap()
+}
+
+const AUTO: &[(&str, &str)] = &[("SKILLSEARCH_MODE", "auto")];
+
+#[test]
+fn auto_mode_injects_the_block_as_reference_data() {
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from scanned PDF files",
+        "The secret word is PARSNIP.",
+    );
+    let out = e.hook(
+        &claude("extract the tables from this scanned PDF"),
+        AUTO,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit");
+    let ctx = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(
+        ctx.starts_with(skillsearch_core::deliver::CONTEXT_PREAMBLE),
+        "{ctx}"
+    );
+    assert!(
+        ctx.contains("### Skill: pdf-tables  [local/pdf-tables]") && ctx.contains("PARSNIP"),
+        "{ctx}"
+    );
+    assert!(
+        v.get("continue").is_none(),
+        "Claude Code gets no continue field"
+    );
+    let log = e.log();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0]["surface"], "hook");
+    assert_eq!(log[0]["host"], "claude-code");
+    assert_eq!(log[0]["mode"], "auto");
+    assert_eq!(log[0]["hits"][0]["id"], "local/pdf-tables");
+    assert!(log[0]["injected_chars"].as_u64().unwrap() > 50);
+}
+
+#[test]
+fn on_demand_mode_injects_nothing_and_codebuddy_gets_continue() {
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from scanned PDF files",
+        "x",
+    );
+    let out = e.hook(&claude("extract tables from a PDF"), &[], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let cb = serde_json::to_vec(
+        &json!({"prompt": "extract tables from a PDF", "client": "CLI", "generation_id": "g"}),
+    )
+    .unwrap();
+    let out = e.hook(&cb, &[], &[]);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!({"continue": true})
+    );
+    let out = e.hook(&cb, AUTO, &[]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["continue"], true);
+    assert!(
+        v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("pdf-tables")
+    );
+}
+
+#[test]
+fn bad_input_never_blocks_the_turn() {
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from scanned PDF files",
+        "x",
+    );
+    for input in [
+        b"{not json".to_vec(),
+        b"".to_vec(),
+        claude(""),
+        claude("   "),
+        serde_json::to_vec(&json!({"prompt": 42})).unwrap(),
+    ] {
+        let out = e.hook(&input, AUTO, &[]);
+        assert_eq!(out.status.code(), Some(0));
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    assert!(
+        e.log()
+            .iter()
+            .any(|d| d["error"].as_str().unwrap_or("").contains("not JSON"))
+    );
+    // A 1 MB prompt is searched by its first 2,000 characters.
+    let big = format!(
+        "extract tables from a pdf {}",
+        "lorem ipsum ".repeat(90_000)
+    );
+    let out = e.hook(&claude(&big), AUTO, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("pdf-tables"));
+    // A broken config costs the turn its skills, not the turn.
+    let out = e.hook(
+        &claude("extract tables"),
+        &[("SKILLSEARCH_MODE", "atuo")],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`atuo`"));
+}
+
+#[test]
+fn a_block_over_64_kib_arrives_whole() {
+    let e = Env::new();
+    let body = "Step: run the converter with care and check every page.\n".repeat(2000);
+    e.skill(
+        "huge",
+        "huge-skill",
+        "Convert documents to zeppelin format",
+        &body,
+    );
+    let out = e.hook(
+        &claude("convert to zeppelin format"),
+        &[
+            ("SKILLSEARCH_MODE", "auto"),
+            ("SKILLSEARCH_TOKEN_BUDGET", "0"),
+        ],
+        &[],
+    );
+    assert!(out.stdout.len() > 100 * 1024, "{}", out.stdout.len());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ctx = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert_eq!(ctx.matches("Step: run the converter").count(), 2000);
+}
+
+#[test]
+fn closed_stdout_and_a_missed_deadline_still_exit_0() {
+    let e = Env::new();
+    for i in 0..3000 {
+        e.skill(
+            &format!("s{i:04}"),
+            &format!("skill-{i}"),
+            "audio transcription helper",
+            &"words ".repeat(100),
+        );
+    }
+    // No index yet and a 50 ms deadline: the first build cannot finish in time.
+    let out = e.hook(
+        &claude("transcribe audio"),
+        &[
+            ("SKILLSEARCH_MODE", "auto"),
+            ("SKILLSEARCH_DEADLINE_MS", "50"),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(
+        e.log().last().unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .contains("deadline")
+    );
+    // The reader goes away before the reply is written.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+        .arg("--home")
+        .arg(&e.home)
+        .arg("hook")
+        .env("SKILLSEARCH_SKILLS_DIRS", &e.root)
+        .env("SKILLSEARCH_MODE", "auto")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&claude("transcribe audio"))
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
