@@ -60,6 +60,8 @@ struct Report {
     cold_auto_p50_ms: f64,
     cold_auto_p95_ms: f64,
     cold_auto_refreshed: usize,
+    hook_p50_ms: f64,
+    hook_p95_ms: f64,
     build_peak_rss_mb: f64,
     search_peak_rss_mb: f64,
     index_bytes: u64,
@@ -473,6 +475,38 @@ pub fn run(args: &RunArgs) -> Result<()> {
     r.cold_auto_p50_ms = percentile(&lat, 50.0);
     r.cold_auto_p95_ms = percentile(&lat, 95.0);
 
+    // The per-turn hook in auto mode: spawn, read the host's JSON, answer, exit. Measured with
+    // the index fresh (refresh window not passed), as between turns seconds apart after `index`.
+    say(&format!("{} cold hook turns (auto mode)", args.cold_runs));
+    let (_, out) = timed(&mut index_cmd())?;
+    check("skillsearch index", &out, &[0])?;
+    let mut lat = Vec::new();
+    for j in 0..args.cold_runs {
+        let input = serde_json::json!({"session_id": "bench", "cwd": "/", "hook_event_name": "UserPromptSubmit", "prompt": cold_q(j, 2)});
+        let mut c = Command::new(&bin);
+        c.arg("--home")
+            .arg(&home.path)
+            .arg("hook")
+            .env("SKILLSEARCH_MODE", "auto")
+            .env("SKILLSEARCH_SKILLS_DIRS", &dir)
+            .env("SKILLSEARCH_REFRESH_MS", "3600000")
+            .env("SKILLSEARCH_LOG_PATH", "off")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let t = Instant::now();
+        let mut child = c.spawn().context("cannot run skillsearch hook")?;
+        if let Some(mut stdin) = child.stdin.take() {
+            use std::io::Write;
+            stdin.write_all(input.to_string().as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        lat.push(ms(t.elapsed()));
+        check("skillsearch hook", &out, &[0])?;
+    }
+    r.hook_p50_ms = percentile(&lat, 50.0);
+    r.hook_p95_ms = percentile(&lat, 95.0);
+
     // Incremental update of one skill: in-process, then in a fresh process.
     let target = files[files.len() / 2].path.clone();
     say(&format!("incremental update of {}", target.display()));
@@ -612,6 +646,10 @@ fn print_table(r: &Report, home: &Home) {
                 r.cold_runs, r.cold_auto_refreshed
             ),
             format!("{:.1} / {:.1} ms", r.cold_auto_p50_ms, r.cold_auto_p95_ms),
+        ),
+        (
+            format!("cold hook turn, auto mode p50 / p95 ({} runs)", r.cold_runs),
+            format!("{:.1} / {:.1} ms", r.hook_p50_ms, r.hook_p95_ms),
         ),
         (
             "cold search peak RSS (VmHWM)".into(),

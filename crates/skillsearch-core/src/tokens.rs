@@ -6,10 +6,13 @@ use std::sync::OnceLock;
 use tiktoken_rs::CoreBPE;
 
 /// Counts tokens. The BPE tables take ~0.3 s to load, so they are loaded on first use only, and
-/// callers that can prove a text fits (bytes ≥ tokens) never load them.
+/// callers that can prove a text fits (bytes ≥ tokens) never load them. A counter made with
+/// [`TokenCounter::estimating`] never loads them: it is for a process that answers one turn
+/// (the hook), where 0.3 s is more than the whole turn may cost.
 #[derive(Default)]
 pub struct TokenCounter {
     bpe: OnceLock<Option<CoreBPE>>,
+    estimate_only: bool,
 }
 
 impl TokenCounter {
@@ -17,11 +20,29 @@ impl TokenCounter {
         Self::default()
     }
 
-    /// Exact o200k token count (falls back to bytes/4, rounded up, if the tables fail to load).
+    /// A counter that estimates `ceil(bytes / 3)`: above the o200k count for English prose
+    /// (about 4 bytes a token) and for CJK text (3 bytes a character), so a budget it enforces
+    /// holds for them.
+    pub fn estimating() -> Self {
+        TokenCounter {
+            bpe: OnceLock::new(),
+            estimate_only: true,
+        }
+    }
+
+    /// Whether counts are exact o200k counts.
+    pub fn is_exact(&self) -> bool {
+        !self.estimate_only
+    }
+
+    /// The o200k token count (falls back to the estimate if the tables fail to load).
     pub fn count(&self, text: &str) -> usize {
+        if self.estimate_only {
+            return text.len().div_ceil(3);
+        }
         match self.bpe.get_or_init(|| tiktoken_rs::o200k_base().ok()) {
             Some(bpe) => bpe.encode_ordinary(text).len(),
-            None => text.len().div_ceil(4),
+            None => text.len().div_ceil(3),
         }
     }
 
@@ -106,5 +127,15 @@ mod tests {
         assert!(c.bpe.get().is_none(), "bytes alone proved the fit");
         assert_eq!(c.count("hello world"), 2);
         assert!(!c.fits(&"word ".repeat(50), 10));
+        let e = TokenCounter::estimating();
+        assert!(!e.is_exact());
+        let prose =
+            "Extract every table from the scanned invoice, then check each header row. ".repeat(20);
+        assert!(
+            e.count(&prose) >= c.count(&prose),
+            "the estimate stays above the real count"
+        );
+        let cjk = "季度进展汇报把本季度的进展指标和风险整理成幻灯片".repeat(10);
+        assert!(e.count(&cjk) >= c.count(&cjk));
     }
 }

@@ -50,6 +50,10 @@ fn tool_strings_match_their_golden_files() {
     ]
     .join("\n");
     golden("replies.txt", &replies);
+    golden(
+        "context_preamble.txt",
+        skillsearch_core::deliver::CONTEXT_PREAMBLE,
+    );
 }
 
 #[test]

@@ -165,7 +165,7 @@ fn retrieve_within_deadline(
                 &options(&s2, None, s2.top_k),
                 &GateEnv::from_process(),
                 &ro,
-                &TokenCounter::new(),
+                &TokenCounter::estimating(),
             )?;
             Ok((r, open_ms))
         };
