@@ -83,7 +83,7 @@ impl Decision {
             .map(|d| format!("{}: {}", d.id, d.exclusion.reason))
             .collect();
         self.injected_chars = r.chars;
-        self.injected_tokens = r.text.len().div_ceil(4);
+        self.injected_tokens = r.tokens.unwrap_or_else(|| r.text.len().div_ceil(4));
         self.elapsed_ms.insert("search".into(), round3(r.search_ms));
         self.elapsed_ms.insert("render".into(), round3(r.render_ms));
         self

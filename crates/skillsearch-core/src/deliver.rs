@@ -45,6 +45,9 @@ pub struct Retrieval {
     pub over_budget: Vec<String>,
     /// Characters of `text` (UTF-16 units, as JavaScript hosts count them).
     pub chars: usize,
+    /// Tokens of `text`, when the budget check counted them (exactly or by estimate, as the
+    /// counter does).
+    pub tokens: Option<usize>,
     pub search_ms: f64,
     pub render_ms: f64,
 }
@@ -89,6 +92,7 @@ pub fn retrieve(
         .collect();
     Ok(Retrieval {
         chars: crate::tokens::js_len(&rendered.text),
+        tokens: rendered.tokens,
         text: rendered.text,
         hits,
         dropped: result.dropped,

@@ -30,10 +30,17 @@ pub struct Rendered {
     pub included: Vec<String>,
     /// Skills left out whole because they did not fit the token budget.
     pub over_budget: Vec<String>,
+    /// The block's token count, when the budget check had to count it.
+    pub tokens: Option<usize>,
 }
 
 /// Renders `skills` in order. With a `token_budget`, a skill whose addition would pass it is
 /// left out whole (never cut) and later, smaller skills may still fit.
+///
+/// The block's token count is the sum of its pieces' counts (heading, each skill, and the
+/// blank-line separators), each counted once: the o200k pre-tokenizer splits at those line
+/// breaks, so the sum matches the count of the whole block. While the block's byte length is
+/// within the budget nothing is counted (a token is at least one byte).
 pub fn render(
     skills: &[RenderSkill],
     heading: &str,
@@ -42,6 +49,9 @@ pub fn render(
 ) -> Rendered {
     let mut out = Rendered::default();
     let mut parts: Vec<String> = Vec::new();
+    // Bytes and (once counting has started) tokens of the block built so far.
+    let mut bytes = heading.len();
+    let mut tokens: Option<usize> = None;
     for s in skills {
         let mut header = format!("### Skill: {}  [{}]\n", s.name, s.qualified_id);
         if let Some(dir) = &s.skill_dir {
@@ -52,14 +62,31 @@ pub fn render(
         }
         let (body, _) = resolve_refs(&s.body, s.skill_dir.as_deref());
         let body = body.trim();
-        let mut candidate = parts.clone();
-        candidate.push(header);
+        let mut piece = format!("\n\n{header}");
         if !body.is_empty() {
-            candidate.push(body.to_owned());
+            piece.push_str("\n\n");
+            piece.push_str(body);
         }
-        let text = join(heading, &candidate);
-        if token_budget.is_none_or(|b| counter.fits(&text, b)) {
-            parts = candidate;
+        let fits = match token_budget {
+            None => true,
+            Some(b) if bytes + piece.len() <= b => true,
+            Some(b) => {
+                let so_far = *tokens.get_or_insert_with(|| counter.count(&join(heading, &parts)));
+                let with = so_far + counter.count(&piece);
+                if with <= b {
+                    tokens = Some(with);
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        if fits {
+            bytes += piece.len();
+            parts.push(header);
+            if !body.is_empty() {
+                parts.push(body.to_owned());
+            }
             out.included.push(s.qualified_id.clone());
         } else {
             out.over_budget.push(s.qualified_id.clone());
@@ -67,6 +94,7 @@ pub fn render(
     }
     if !parts.is_empty() {
         out.text = join(heading, &parts);
+        out.tokens = tokens;
     }
     out
 }

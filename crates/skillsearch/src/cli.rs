@@ -153,6 +153,14 @@ enum Command {
         #[arg(long, value_enum)]
         host: Option<crate::hook::HookHost>,
     },
+    /// MCP stdio server: skill_search and skill_read in on_demand mode, no tools in auto mode
+    Mcp {
+        #[command(flatten)]
+        roots: RootArgs,
+        /// on_demand or auto [config: mode]
+        #[arg(long)]
+        mode: Option<String>,
+    },
     /// The decision log
     Log {
         #[command(subcommand)]
@@ -224,8 +232,10 @@ fn init_logging(verbose: u8) {
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
         .unwrap_or_else(|| EnvFilter::new(default));
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter)
         .with_target(false)
         .try_init();
@@ -503,6 +513,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
             )
         }
         Command::Hook { host } => Ok(crate::hook::run(&home, cfg, host)),
+        Command::Mcp { roots, mode } => {
+            let s = settings(&home, cfg, Flags::default().roots(&roots).set("mode", mode))?;
+            crate::mcp::run(home, s)
+        }
         Command::Log {
             command: LogCommand::Tail { lines, json },
         } => {

@@ -3,6 +3,7 @@
 
 mod cli;
 mod hook;
+mod mcp;
 mod output;
 
 fn main() -> std::process::ExitCode {

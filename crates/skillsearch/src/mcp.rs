@@ -1,0 +1,270 @@
+//! `skillsearch mcp`: the MCP stdio server, on the official Rust SDK (rmcp), which speaks every
+//! protocol version from 2024-11-05 to the stateless 2026-07-28. In `on_demand` mode it offers
+//! `skill_search` and `skill_read`; in `auto` mode it offers no tools (a host's per-turn hook
+//! injects instead) and stays up. stdout carries JSON-RPC only; logs go to stderr.
+//!
+//! One warm index per process: it is opened on a background thread at start, re-checked
+//! against the disk when the last check is older than `refresh_ms`, and every call has the
+//! whole-turn deadline. A slow or broken index costs a call its skills (a fixed reply), never
+//! a protocol error.
+
+use crate::cli::{options, roots_of};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+use skillsearch_core::GateEnv;
+use skillsearch_core::config::{Mode, Settings};
+use skillsearch_core::decision_log::{Decision, DecisionLog};
+use skillsearch_core::deliver::RenderOptions;
+use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
+use skillsearch_core::tokens::TokenCounter;
+use skillsearch_core::tools;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Characters of a query used; longer arguments are cut.
+const MAX_QUERY_CHARS: usize = 2000;
+
+/// The warm engine shared by every call of one server process.
+struct Engine {
+    settings: Settings,
+    home: PathBuf,
+    index: Mutex<Option<(SkillIndex, Instant)>>,
+    counter: TokenCounter,
+    gate: GateEnv,
+}
+
+impl Engine {
+    /// Opens (or refreshes, when the last check is old) the index, then runs `f` on it.
+    fn with_index<T>(&self, f: impl FnOnce(&SkillIndex) -> T) -> anyhow::Result<T> {
+        let mut slot = self
+            .index
+            .lock()
+            .map_err(|_| anyhow::anyhow!("index lock poisoned"))?;
+        let refresh_every = Duration::from_millis(self.settings.refresh_ms);
+        match slot.as_mut() {
+            Some((idx, checked)) if checked.elapsed() > refresh_every => {
+                if let Err(e) = idx.refresh(&|_| {}) {
+                    tracing::warn!(target: "mcp", error = %e, "refresh failed; answering from the index as it is");
+                }
+                *checked = Instant::now();
+            }
+            Some(_) => {}
+            None => {
+                let roots = roots_of(&self.settings)?;
+                let refresh = Refresh::IfOlderThan(refresh_every);
+                let (idx, _) =
+                    SkillIndex::open(&roots, &IndexConfig::new(&self.home), refresh, &|_| {})?;
+                *slot = Some((idx, Instant::now()));
+            }
+        }
+        let (idx, _) = slot
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("index not open"))?;
+        Ok(f(idx))
+    }
+
+    fn log(&self, d: &Decision) {
+        if let Some(path) = &self.settings.log_path
+            && let Err(e) = DecisionLog::new(path, self.settings.log_max_bytes).append(d)
+        {
+            tracing::warn!(target: "mcp", path = %path.display(), error = %e, "cannot write the decision log");
+        }
+    }
+}
+
+#[derive(Clone)]
+struct SkillServer {
+    engine: Arc<Engine>,
+}
+
+fn schema_object(v: Value) -> Arc<serde_json::Map<String, Value>> {
+    Arc::new(match v {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    })
+}
+
+/// The tools this mode offers.
+fn tool_list(mode: Mode) -> Vec<Tool> {
+    match mode {
+        Mode::Auto => Vec::new(),
+        Mode::OnDemand => vec![
+            Tool::new(
+                tools::SKILL_SEARCH,
+                tools::SKILL_SEARCH_DESCRIPTION,
+                schema_object(tools::skill_search_schema()),
+            ),
+            Tool::new(
+                tools::SKILL_READ,
+                tools::SKILL_READ_DESCRIPTION,
+                schema_object(tools::skill_read_schema()),
+            ),
+        ],
+    }
+}
+
+fn text_arg(args: &Option<serde_json::Map<String, Value>>, key: &str) -> String {
+    args.as_ref()
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+        .map(|s| s.chars().take(MAX_QUERY_CHARS).collect())
+        .unwrap_or_default()
+}
+
+impl SkillServer {
+    /// Runs one tool call on a blocking thread, bounded by the deadline.
+    async fn call(&self, name: &str, args: Option<serde_json::Map<String, Value>>) -> String {
+        let engine = self.engine.clone();
+        let started = Instant::now();
+        let name_owned = name.to_owned();
+        let deadline = Duration::from_millis(engine.settings.deadline_ms);
+        let work = tokio::task::spawn_blocking(move || {
+            let s = &engine.settings;
+            let mut decision;
+            let reply = if name_owned == tools::SKILL_SEARCH {
+                let query = text_arg(&args, "query");
+                decision = Decision::new("mcp", "", tools::SKILL_SEARCH, &query);
+                let ro = RenderOptions {
+                    heading: s.heading.clone(),
+                    token_budget: s.token_budget,
+                };
+                let opts = options(s, None, s.top_k);
+                match engine.with_index(|idx| {
+                    tools::skill_search(idx, &query, &opts, &engine.gate, &ro, &engine.counter)
+                }) {
+                    Ok((text, retrieval)) => {
+                        if let Some(r) = &retrieval {
+                            decision = decision.with_retrieval(r);
+                            decision.tokens_exact = r.tokens.is_some() && engine.counter.is_exact();
+                        }
+                        text
+                    }
+                    Err(e) => {
+                        decision.error = Some(format!("{e:#}"));
+                        tools::UNAVAILABLE_REPLY.to_owned()
+                    }
+                }
+            } else {
+                let id = text_arg(&args, "id");
+                let path = text_arg(&args, "path");
+                decision = Decision::new("mcp", "", tools::SKILL_READ, &format!("{id} {path}"));
+                let path = Some(path.as_str()).filter(|p| !p.is_empty());
+                match engine.with_index(|idx| tools::skill_read(idx, &id, path, &s.heading)) {
+                    Ok(text) => {
+                        decision.injected_chars = skillsearch_core::tokens::js_len(&text);
+                        decision.injected_tokens = text.len().div_ceil(4);
+                        text
+                    }
+                    Err(e) => {
+                        decision.error = Some(format!("{e:#}"));
+                        tools::UNAVAILABLE_REPLY.to_owned()
+                    }
+                }
+            };
+            decision.elapsed_ms.insert(
+                "total".into(),
+                (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+            );
+            engine.log(&decision);
+            reply
+        });
+        match tokio::time::timeout(deadline, work).await {
+            Ok(Ok(text)) => text,
+            Ok(Err(e)) => {
+                tracing::warn!(target: "mcp", error = %e, "tool call panicked");
+                tools::UNAVAILABLE_REPLY.to_owned()
+            }
+            Err(_) => {
+                tracing::warn!(target: "mcp", deadline_ms = deadline.as_millis() as u64, "tool call passed its deadline");
+                tools::UNAVAILABLE_REPLY.to_owned()
+            }
+        }
+    }
+}
+
+impl ServerHandler for SkillServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
+            Implementation::new("skillsearch", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tool_list(
+            self.engine.settings.mode,
+        )))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tool_list(self.engine.settings.mode)
+            .into_iter()
+            .find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        if self.engine.settings.mode == Mode::Auto
+            && (name == tools::SKILL_SEARCH || name == tools::SKILL_READ)
+        {
+            return Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("{name} is not offered in auto mode (skills are injected every turn)"),
+                None,
+            ));
+        }
+        if name != tools::SKILL_SEARCH && name != tools::SKILL_READ {
+            return Err(McpError::invalid_params(
+                format!("unknown tool `{name}`; this server offers skill_search and skill_read"),
+                None,
+            ));
+        }
+        let text = self.call(name, request.arguments).await;
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+/// Serves MCP on stdin/stdout until the client closes the connection.
+pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
+    let engine = Arc::new(Engine {
+        settings,
+        home,
+        index: Mutex::new(None),
+        counter: TokenCounter::new(),
+        gate: GateEnv::from_process(),
+    });
+    // Warm the index while the client initialises.
+    {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            if let Err(e) = engine.with_index(|_| ()) {
+                tracing::warn!(target: "mcp", error = %format!("{e:#}"), "cannot open the skill index yet");
+            }
+        });
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    rt.block_on(async move {
+        let server = SkillServer { engine }
+            .serve(rmcp::transport::stdio())
+            .await?;
+        server.waiting().await?;
+        anyhow::Ok(())
+    })?;
+    Ok(0)
+}
