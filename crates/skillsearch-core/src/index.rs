@@ -174,9 +174,9 @@ pub struct SkillIndex {
     index: Index,
     reader: IndexReader,
     pub(crate) f: Fields,
-    state: State,
-    /// Document keys of the current commit; reset when a refresh commits.
-    keys: std::sync::OnceLock<std::sync::Arc<Vec<DocKey>>>,
+    state: std::sync::Mutex<State>,
+    /// Document keys, with the searcher generation they were read from.
+    keys: std::sync::Mutex<Option<(u64, std::sync::Arc<Vec<DocKey>>)>>,
 }
 
 fn now_ms() -> u64 {
@@ -216,7 +216,7 @@ impl SkillIndex {
         progress: &dyn Fn(Progress),
     ) -> Result<(SkillIndex, Option<RefreshReport>)> {
         let dir = index_dir(&cfg.home, roots);
-        let (mut idx, rebuilt) = match Self::open_existing(roots, cfg, &dir) {
+        let (idx, rebuilt) = match Self::open_existing(roots, cfg, &dir) {
             Ok(Some(idx)) => (idx, None),
             Ok(None) => (
                 Self::create(roots, cfg, &dir)?,
@@ -236,7 +236,7 @@ impl SkillIndex {
             Refresh::Always => true,
             Refresh::Never => false,
             Refresh::IfOlderThan(age) => {
-                now_ms().saturating_sub(idx.state.verified_at_ms) > age.as_millis() as u64
+                now_ms().saturating_sub(idx.verified_at_ms()) > age.as_millis() as u64
             }
         };
         if !stale {
@@ -304,7 +304,7 @@ impl SkillIndex {
             index,
             reader,
             f,
-            state,
+            state: std::sync::Mutex::new(state),
             keys: Default::default(),
         };
         // Opening the reader already opened every segment (a truncated file fails there); also
@@ -373,8 +373,16 @@ impl SkillIndex {
     }
 
     /// Problems the last walk met (missing roots, loops, unreadable directories).
-    pub fn walk_diagnostics(&self) -> &[Diagnostic] {
-        &self.state.walk_diagnostics
+    pub fn walk_diagnostics(&self) -> Vec<Diagnostic> {
+        self.state
+            .lock()
+            .map(|s| s.walk_diagnostics.clone())
+            .unwrap_or_default()
+    }
+
+    /// When the files were last compared with the index (ms since the epoch).
+    pub fn verified_at_ms(&self) -> u64 {
+        self.state.lock().map(|s| s.verified_at_ms).unwrap_or(0)
     }
 
     pub(crate) fn searcher(&self) -> Searcher {
@@ -391,16 +399,28 @@ impl SkillIndex {
     /// Every live document's identity, in precedence order (root, then id). Computed once per
     /// commit and cached: each string column's dictionary is streamed once, in order.
     pub fn doc_keys(&self) -> Result<std::sync::Arc<Vec<DocKey>>> {
-        if let Some(keys) = self.keys.get() {
-            return Ok(keys.clone());
-        }
-        let keys = std::sync::Arc::new(self.read_doc_keys()?);
-        let _ = self.keys.set(keys.clone());
-        Ok(keys)
+        Ok(self.snapshot()?.1)
     }
 
-    fn read_doc_keys(&self) -> Result<Vec<DocKey>> {
+    /// A searcher and the document keys of that same commit (addresses in the keys are valid
+    /// for that searcher only).
+    pub(crate) fn snapshot(&self) -> Result<(Searcher, std::sync::Arc<Vec<DocKey>>)> {
         let searcher = self.searcher();
+        let generation = searcher.generation().generation_id();
+        if let Ok(cache) = self.keys.lock()
+            && let Some((g, keys)) = cache.as_ref()
+            && *g == generation
+        {
+            return Ok((searcher, keys.clone()));
+        }
+        let keys = std::sync::Arc::new(self.read_doc_keys(&searcher)?);
+        if let Ok(mut cache) = self.keys.lock() {
+            *cache = Some((generation, keys.clone()));
+        }
+        Ok((searcher, keys))
+    }
+
+    fn read_doc_keys(&self, searcher: &Searcher) -> Result<Vec<DocKey>> {
         let mut out = Vec::with_capacity(searcher.num_docs() as usize);
         let e = |e: tantivy::TantivyError| self.index_err(e);
         for (seg_ord, seg) in searcher.segment_readers().iter().enumerate() {
@@ -462,7 +482,7 @@ impl SkillIndex {
     }
 
     /// Re-checks the disk and applies every add, edit, delete and rename in one commit.
-    pub fn refresh(&mut self, progress: &dyn Fn(Progress)) -> Result<RefreshReport> {
+    pub fn refresh(&self, progress: &dyn Fn(Progress)) -> Result<RefreshReport> {
         let started = Instant::now();
         let (files, walk_diags) = corpus::discover(&self.roots);
         let keys = self.doc_keys()?;
@@ -535,7 +555,6 @@ impl SkillIndex {
                 .collect();
             if seen_segments != now_segments {
                 drop(writer);
-                self.keys = Default::default();
                 return self.refresh(progress);
             }
             // Small updates add a segment each; merging them costs more than it saves until
@@ -564,14 +583,17 @@ impl SkillIndex {
                 .wait_merging_threads()
                 .map_err(|e| self.index_err(e))?;
             self.reader.reload().map_err(|e| self.index_err(e))?;
-            self.keys = Default::default();
         }
-        self.state.verified_at_ms = now_ms();
-        self.state.walk_diagnostics = walk_diags;
-        write_atomic(
-            &self.dir.join("state.json"),
-            &serde_json::to_vec_pretty(&self.state).unwrap_or_default(),
-        )?;
+        let state_json = {
+            let mut state = self
+                .state
+                .lock()
+                .map_err(|_| Error::Invalid("index state lock poisoned".into()))?;
+            state.verified_at_ms = now_ms();
+            state.walk_diagnostics = walk_diags;
+            serde_json::to_vec_pretty(&*state).unwrap_or_default()
+        };
+        write_atomic(&self.dir.join("state.json"), &state_json)?;
         report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
         Ok(report)
     }
@@ -753,9 +775,9 @@ impl SkillIndex {
 
     /// Every diagnostic the index knows: the walk's, each file's, and name collisions.
     pub fn diagnostics(&self) -> Result<Vec<Diagnostic>> {
-        let mut out = self.state.walk_diagnostics.clone();
-        let searcher = self.searcher();
-        for k in self.doc_keys()?.iter() {
+        let mut out = self.walk_diagnostics();
+        let (searcher, keys) = self.snapshot()?;
+        for k in keys.iter() {
             if k.has_diag {
                 out.extend(self.stored(&searcher, k.address)?.diagnostics);
             }

@@ -383,8 +383,8 @@ impl SkillIndex {
     /// Looks a skill up by id (`<id>` or `local/<id>`), first root first.
     pub fn get(&self, id: &str) -> Result<Option<Hit>> {
         let id = id.strip_prefix("local/").unwrap_or(id);
-        let searcher = self.searcher();
-        for key in self.doc_keys()?.iter().cloned() {
+        let (searcher, keys) = self.snapshot()?;
+        for key in keys.iter().cloned() {
             if key.rel == id && key.valid {
                 let meta = self.stored(&searcher, key.address)?.meta;
                 return Ok(Some(Hit::local(key.rel, key.root, key.path, meta, 0.0)));
@@ -396,11 +396,11 @@ impl SkillIndex {
     /// Every valid skill with its metadata, in precedence order, and whether a higher-precedence
     /// skill of the same name shadows it.
     pub fn skills(&self) -> Result<Vec<(Hit, bool)>> {
-        let searcher = self.searcher();
+        let (searcher, keys) = self.snapshot()?;
         let mut first_root: std::collections::HashMap<String, usize> =
             std::collections::HashMap::new();
         let mut out = Vec::new();
-        for key in self.doc_keys()?.iter().cloned() {
+        for key in keys.iter().cloned() {
             if !key.valid {
                 continue;
             }
