@@ -161,6 +161,23 @@ enum Command {
         #[arg(long)]
         mode: Option<String>,
     },
+    /// Daemon: local HTTP JSON API (or --stdio) that keeps indexes warm for in-process host plugins
+    Serve {
+        #[command(flatten)]
+        roots: RootArgs,
+        /// Address to listen on; anything but loopback needs --token
+        #[arg(long, default_value = "127.0.0.1:7077")]
+        listen: std::net::SocketAddr,
+        /// Bearer token every request must carry [env: none; pass it on the command line or in a wrapper]
+        #[arg(long)]
+        token: Option<String>,
+        /// Newline-delimited JSON requests on stdin, replies on stdout, instead of HTTP
+        #[arg(long)]
+        stdio: bool,
+        /// on_demand or auto [config: mode]
+        #[arg(long)]
+        mode: Option<String>,
+    },
     /// The decision log
     Log {
         #[command(subcommand)]
@@ -513,6 +530,16 @@ fn dispatch(cli: Cli) -> Result<u8> {
             )
         }
         Command::Hook { host } => Ok(crate::hook::run(&home, cfg, host)),
+        Command::Serve {
+            roots,
+            listen,
+            token,
+            stdio,
+            mode,
+        } => {
+            let s = settings(&home, cfg, Flags::default().roots(&roots).set("mode", mode))?;
+            crate::serve::run(home, s, listen, token, stdio)
+        }
         Command::Mcp { roots, mode } => {
             let s = settings(&home, cfg, Flags::default().roots(&roots).set("mode", mode))?;
             crate::mcp::run(home, s)

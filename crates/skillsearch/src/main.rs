@@ -5,6 +5,7 @@ mod cli;
 mod hook;
 mod mcp;
 mod output;
+mod serve;
 
 fn main() -> std::process::ExitCode {
     cli::run()

@@ -1,0 +1,602 @@
+//! `skillsearch serve`: the daemon for in-process host plugins that must not spawn a process per
+//! turn. A local HTTP JSON API (loopback by default; any other address needs `--token`, and then
+//! every request must carry it), or the same requests as newline-delimited JSON on stdin/stdout
+//! (`--stdio`) for plugins that own a child process.
+//!
+//! One warm index per set of roots (a workspace), opened on first use and refreshed by a file
+//! watcher (or, where watching is impossible, every `refresh_ms`). Every request has the
+//! whole-turn deadline and a failure is an empty, well-formed answer with a diagnostic.
+
+use crate::cli::options;
+use anyhow::{Context, bail};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use skillsearch_core::config::{Mode, Settings};
+use skillsearch_core::decision_log::{Decision, DecisionLog};
+use skillsearch_core::deliver::{self, RenderOptions};
+use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
+use skillsearch_core::tokens::TokenCounter;
+use skillsearch_core::{GateEnv, Roots, tools};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Characters of a query used.
+const MAX_QUERY_CHARS: usize = 2000;
+
+/// One warm index and its watcher.
+struct Workspace {
+    index: tokio::sync::OnceCell<Arc<SkillIndex>>,
+    roots: Roots,
+}
+
+struct App {
+    home: PathBuf,
+    settings: Settings,
+    workspaces: Mutex<HashMap<Vec<PathBuf>, Arc<Workspace>>>,
+    counter: TokenCounter,
+    gate: GateEnv,
+    token: Option<String>,
+    log: Option<DecisionLog>,
+}
+
+/// A problem with a request, answered as `{"error": …}` with an HTTP status.
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        ApiError(r.status(), format!("bad request body: {}", r.body_text()))
+    }
+}
+
+/// Where the skills of a request come from.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetrieveReq {
+    query: String,
+    #[serde(default)]
+    workspace: Option<PathBuf>,
+    #[serde(default)]
+    skills: Option<Vec<PathBuf>>,
+    /// The agent's tools this turn (recorded; the gate that uses them is a later stage).
+    #[serde(default)]
+    available_tools: Option<Vec<String>>,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    top_k: Option<usize>,
+    #[serde(default)]
+    host: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadReq {
+    id: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    workspace: Option<PathBuf>,
+    #[serde(default)]
+    skills: Option<Vec<PathBuf>>,
+    #[serde(default)]
+    host: Option<String>,
+}
+
+impl App {
+    fn roots(
+        &self,
+        workspace: &Option<PathBuf>,
+        skills: &Option<Vec<PathBuf>>,
+    ) -> Result<Roots, ApiError> {
+        if let Some(s) = skills.as_ref().filter(|s| !s.is_empty()) {
+            return Ok(Roots::explicit(s.iter().cloned()));
+        }
+        let mut s = self.settings.clone();
+        if let Some(w) = workspace {
+            if !w.is_absolute() {
+                return Err(ApiError(
+                    StatusCode::BAD_REQUEST,
+                    format!("workspace `{}` must be an absolute path", w.display()),
+                ));
+            }
+            s.skills.clear();
+            s.workspace = Some(w.clone());
+        }
+        crate::cli::roots_of(&s)
+            .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))
+    }
+
+    fn workspace(self: &Arc<Self>, roots: Roots) -> Arc<Workspace> {
+        let key: Vec<PathBuf> = roots.0.iter().map(|r| r.path.clone()).collect();
+        let mut map = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(key)
+            .or_insert_with(|| {
+                Arc::new(Workspace {
+                    index: tokio::sync::OnceCell::new(),
+                    roots,
+                })
+            })
+            .clone()
+    }
+
+    /// The warm index for `ws`, opened (and its watcher started) on first use.
+    async fn index(self: &Arc<Self>, ws: &Arc<Workspace>) -> anyhow::Result<Arc<SkillIndex>> {
+        let idx = ws
+            .index
+            .get_or_try_init(|| {
+                let (app, ws) = (self.clone(), ws.clone());
+                async move {
+                    let idx = tokio::task::spawn_blocking(move || {
+                        let refresh =
+                            Refresh::IfOlderThan(Duration::from_millis(app.settings.refresh_ms));
+                        let (idx, _) = SkillIndex::open(
+                            &ws.roots,
+                            &IndexConfig::new(&app.home),
+                            refresh,
+                            &|_| {},
+                        )?;
+                        let idx = Arc::new(idx);
+                        watch(idx.clone(), app.settings.refresh_ms);
+                        anyhow::Ok(idx)
+                    })
+                    .await??;
+                    anyhow::Ok(idx)
+                }
+            })
+            .await?;
+        Ok(idx.clone())
+    }
+
+    fn log(&self, d: &Decision) {
+        if let Some(log) = &self.log
+            && let Err(e) = log.append(d)
+        {
+            tracing::warn!(target: "serve", error = %e, "cannot write the decision log");
+        }
+    }
+
+    fn deadline(&self) -> Duration {
+        Duration::from_millis(self.settings.deadline_ms)
+    }
+
+    async fn retrieve(
+        self: &Arc<Self>,
+        req: RetrieveReq,
+        search_tool: bool,
+    ) -> Result<Value, ApiError> {
+        let started = Instant::now();
+        let mode = match req.mode.as_deref() {
+            None => self.settings.mode,
+            Some("auto") => Mode::Auto,
+            Some("on_demand") => Mode::OnDemand,
+            Some(other) => {
+                return Err(ApiError(
+                    StatusCode::BAD_REQUEST,
+                    format!("mode `{other}` is not one of `on_demand`, `auto`"),
+                ));
+            }
+        };
+        let top_k = req.top_k.unwrap_or(self.settings.top_k);
+        if !(1..=50).contains(&top_k) {
+            return Err(ApiError(
+                StatusCode::BAD_REQUEST,
+                format!("top_k {top_k} is not a whole number from 1 to 50"),
+            ));
+        }
+        let roots = self.roots(&req.workspace, &req.skills)?;
+        let query: String = req.query.chars().take(MAX_QUERY_CHARS).collect();
+        let surface_mode = if search_tool {
+            tools::SKILL_SEARCH
+        } else {
+            mode.as_str()
+        };
+        let mut decision = Decision::new(
+            "serve",
+            req.host.as_deref().unwrap_or(""),
+            surface_mode,
+            &query,
+        );
+        if !search_tool && (mode == Mode::OnDemand || query.trim().is_empty()) {
+            decision.elapsed_ms.insert("total".into(), ms(started));
+            self.log(&decision);
+            return Ok(
+                json!({"mode": mode.as_str(), "text": "", "hits": [], "dropped": [], "chars": 0, "tokens": 0, "diagnostics": []}),
+            );
+        }
+        let ws = self.workspace(roots);
+        let app = self.clone();
+        let work = async move {
+            let idx = app.index(&ws).await?;
+            let app2 = app.clone();
+            let q = query.clone();
+            tokio::task::spawn_blocking(move || {
+                let s = &app2.settings;
+                let ro = RenderOptions {
+                    heading: s.heading.clone(),
+                    token_budget: s.token_budget,
+                };
+                let opts = options(s, None, top_k);
+                if search_tool {
+                    let (text, r) =
+                        tools::skill_search(&idx, &q, &opts, &app2.gate, &ro, &app2.counter);
+                    anyhow::Ok((text, r))
+                } else {
+                    let r = deliver::retrieve(&idx, &q, &opts, &app2.gate, &ro, &app2.counter)?;
+                    anyhow::Ok((deliver::injected_context(&r.text), Some(r)))
+                }
+            })
+            .await?
+        };
+        let (text, retrieval, diagnostics) = match tokio::time::timeout(self.deadline(), work).await
+        {
+            Ok(Ok((text, r))) => (text, r, Vec::new()),
+            Ok(Err(e)) => {
+                decision.error = Some(format!("{e:#}"));
+                let text = if search_tool {
+                    tools::UNAVAILABLE_REPLY.to_owned()
+                } else {
+                    String::new()
+                };
+                (text, None, vec![format!("retrieval failed: {e:#}")])
+            }
+            Err(_) => {
+                let msg = format!(
+                    "deadline of {} ms passed (the index may still be building)",
+                    self.settings.deadline_ms
+                );
+                decision.error = Some(msg.clone());
+                let text = if search_tool {
+                    tools::UNAVAILABLE_REPLY.to_owned()
+                } else {
+                    String::new()
+                };
+                (text, None, vec![msg])
+            }
+        };
+        if let Some(r) = &retrieval {
+            decision = decision.with_retrieval(r);
+        }
+        let tokens = retrieval
+            .as_ref()
+            .and_then(|r| r.tokens)
+            .unwrap_or_else(|| self.counter.count(&text));
+        decision.injected_tokens = tokens;
+        decision.tokens_exact = self.counter.is_exact();
+        decision.elapsed_ms.insert("total".into(), ms(started));
+        self.log(&decision);
+        let hits: Vec<Value> = retrieval
+            .as_ref()
+            .map(|r| {
+                r.hits
+                    .iter()
+                    .map(|h| json!({"id": h.qualified_id, "name": h.name, "description": h.description, "source": "local", "score": h.score, "skill_dir": h.skill_dir}))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let dropped = retrieval
+            .as_ref()
+            .map(|r| serde_json::to_value(&r.dropped).unwrap_or_default())
+            .unwrap_or(json!([]));
+        Ok(json!({
+            "mode": mode.as_str(),
+            "text": text,
+            "hits": hits,
+            "dropped": dropped,
+            "chars": skillsearch_core::tokens::js_len(&text),
+            "tokens": tokens,
+            "diagnostics": diagnostics,
+            "available_tools": req.available_tools.map(|t| t.len()),
+            "elapsed_ms": ms(started),
+        }))
+    }
+
+    async fn read(self: &Arc<Self>, req: ReadReq) -> Result<Value, ApiError> {
+        let started = Instant::now();
+        let roots = self.roots(&req.workspace, &req.skills)?;
+        let ws = self.workspace(roots);
+        let app = self.clone();
+        let (id, path) = (req.id.clone(), req.path.clone());
+        let work = async move {
+            let idx = app.index(&ws).await?;
+            let heading = app.settings.heading.clone();
+            anyhow::Ok(
+                tokio::task::spawn_blocking(move || {
+                    tools::skill_read(&idx, &id, path.as_deref(), &heading)
+                })
+                .await?,
+            )
+        };
+        let mut decision = Decision::new(
+            "serve",
+            req.host.as_deref().unwrap_or(""),
+            tools::SKILL_READ,
+            &req.id,
+        );
+        let text = match tokio::time::timeout(self.deadline(), work).await {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => {
+                decision.error = Some(format!("{e:#}"));
+                tools::UNAVAILABLE_REPLY.to_owned()
+            }
+            Err(_) => {
+                decision.error = Some("deadline passed".into());
+                tools::UNAVAILABLE_REPLY.to_owned()
+            }
+        };
+        decision.injected_chars = skillsearch_core::tokens::js_len(&text);
+        decision.elapsed_ms.insert("total".into(), ms(started));
+        self.log(&decision);
+        Ok(json!({"text": text}))
+    }
+
+    fn health(&self) -> Value {
+        let n = self.workspaces.lock().map(|m| m.len()).unwrap_or(0);
+        json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": self.settings.mode.as_str()})
+    }
+
+    fn authorised(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let Some(token) = &self.token else {
+            return Ok(());
+        };
+        let given = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+            Ok(())
+        } else {
+            Err(ApiError(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong bearer token".into(),
+            ))
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn ms(t: Instant) -> f64 {
+    (t.elapsed().as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// Refreshes `idx` when its roots change (inotify), or every `refresh_ms` where the roots cannot
+/// be watched. Runs for the life of the process.
+fn watch(idx: Arc<SkillIndex>, refresh_ms: u64) {
+    use notify::{RecursiveMode, Watcher};
+    let dirty = Arc::new(AtomicBool::new(false));
+    let flag = dirty.clone();
+    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if res.is_ok() {
+            flag.store(true, Ordering::Relaxed);
+        }
+    });
+    let mut watched = false;
+    let mut keep = None;
+    if let Ok(mut w) = watcher {
+        watched = true;
+        for r in &idx.roots().0 {
+            if r.path.is_dir()
+                && let Err(e) = w.watch(&r.path, RecursiveMode::Recursive)
+            {
+                tracing::warn!(target: "serve", root = %r.path.display(), error = %e, "cannot watch; falling back to periodic checks");
+                watched = false;
+            }
+        }
+        keep = Some(w);
+    }
+    std::thread::spawn(move || {
+        let _watcher = keep;
+        let period = Duration::from_millis(refresh_ms.max(250));
+        let mut last = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(250));
+            let due = if watched {
+                dirty.swap(false, Ordering::Relaxed)
+            } else {
+                last.elapsed() >= period
+            };
+            if due {
+                last = Instant::now();
+                if let Err(e) = idx.refresh(&|_| {}) {
+                    tracing::warn!(target: "serve", error = %e, "refresh failed; serving the index as it is");
+                }
+            }
+        }
+    });
+}
+
+async fn h_retrieve(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Json<RetrieveReq>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    app.authorised(&headers)?;
+    Ok(Json(app.retrieve(body?.0, false).await?))
+}
+
+async fn h_search(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Json<RetrieveReq>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    app.authorised(&headers)?;
+    Ok(Json(app.retrieve(body?.0, true).await?))
+}
+
+async fn h_read(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Json<ReadReq>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    app.authorised(&headers)?;
+    Ok(Json(app.read(body?.0).await?))
+}
+
+async fn h_health(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    app.authorised(&headers)?;
+    Ok(Json(app.health()))
+}
+
+async fn h_fallback() -> ApiError {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        "no such endpoint; see POST /v1/retrieve, /v1/search, /v1/read and GET /v1/health".into(),
+    )
+}
+
+fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/v1/retrieve", post(h_retrieve))
+        .route("/v1/search", post(h_search))
+        .route("/v1/read", post(h_read))
+        .route("/v1/health", get(h_health))
+        .fallback(h_fallback)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(app)
+}
+
+/// Answers newline-delimited JSON requests `{"id", "method": retrieve|search|read|health,
+/// "params"}` on stdin with `{"id", "result"}` or `{"id", "error"}` lines on stdout.
+async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut out = tokio::io::stdout();
+    while let Some(line) = lines.next_line().await? {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let reply = match serde_json::from_str::<Value>(&line) {
+            Err(e) => {
+                json!({"id": null, "error": {"message": format!("request is not JSON: {e}")}})
+            }
+            Ok(req) => {
+                let id = req.get("id").cloned().unwrap_or(Value::Null);
+                let params = req.get("params").cloned().unwrap_or(json!({}));
+                let result = match req.get("method").and_then(Value::as_str) {
+                    Some("retrieve") | Some("search") => {
+                        match serde_json::from_value::<RetrieveReq>(params) {
+                            Ok(p) => app.retrieve(p, req["method"] == "search").await,
+                            Err(e) => Err(ApiError(
+                                StatusCode::BAD_REQUEST,
+                                format!("bad params: {e}"),
+                            )),
+                        }
+                    }
+                    Some("read") => match serde_json::from_value::<ReadReq>(params) {
+                        Ok(p) => app.read(p).await,
+                        Err(e) => Err(ApiError(
+                            StatusCode::BAD_REQUEST,
+                            format!("bad params: {e}"),
+                        )),
+                    },
+                    Some("health") => Ok(app.health()),
+                    other => Err(ApiError(
+                        StatusCode::NOT_FOUND,
+                        format!("unknown method {other:?}; use retrieve, search, read or health"),
+                    )),
+                };
+                match result {
+                    Ok(v) => json!({"id": id, "result": v}),
+                    Err(ApiError(_, m)) => json!({"id": id, "error": {"message": m}}),
+                }
+            }
+        };
+        let mut bytes = serde_json::to_vec(&reply)?;
+        bytes.push(b'\n');
+        out.write_all(&bytes).await?;
+        out.flush().await?;
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!(target: "serve", "shutting down");
+}
+
+/// Runs the daemon until SIGINT/SIGTERM (HTTP) or the end of stdin (`--stdio`).
+pub fn run(
+    home: PathBuf,
+    settings: Settings,
+    listen: SocketAddr,
+    token: Option<String>,
+    stdio: bool,
+) -> anyhow::Result<u8> {
+    if !stdio && !listen.ip().is_loopback() && token.as_deref().is_none_or(str::is_empty) {
+        bail!(
+            "refusing to listen on {listen} without --token: only loopback addresses may be served without one"
+        );
+    }
+    let log = settings
+        .log_path
+        .as_ref()
+        .map(|p| DecisionLog::new(p, settings.log_max_bytes));
+    let app = Arc::new(App {
+        home,
+        settings,
+        workspaces: Mutex::new(HashMap::new()),
+        counter: TokenCounter::new(),
+        gate: GateEnv::from_process(),
+        token,
+        log,
+    });
+    {
+        // Load the BPE tables in the background so the first request does not pay for them.
+        let app = app.clone();
+        std::thread::spawn(move || app.counter.count("warm up"));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        if stdio {
+            return serve_stdio(app).await;
+        }
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        let local = listener.local_addr()?;
+        // The one line on stdout: where to connect (port 0 picks a free port).
+        crate::output::Out::stdout().json(&json!({"listening": format!("http://{local}")}))?;
+        tracing::info!(target: "serve", %local, "serving");
+        axum::serve(listener, router(app))
+            .with_graceful_shutdown(shutdown_signal())
+            .await?;
+        anyhow::Ok(())
+    })?;
+    Ok(0)
+}

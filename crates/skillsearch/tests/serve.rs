@@ -1,0 +1,288 @@
+//! `skillsearch serve` end to end: the real daemon on a loopback port chosen by the OS, spoken to
+//! with plain HTTP/1.1, and `serve --stdio`.
+
+use serde_json::{Value, json};
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Daemon {
+    child: Child,
+    addr: String,
+}
+
+impl Daemon {
+    fn start(home: &Path, skills: &Path, extra: &[&str]) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+            .arg("--home")
+            .arg(home)
+            .args(["serve", "--listen", "127.0.0.1:0", "--skills"])
+            .arg(skills)
+            .args(extra)
+            .env_remove("SKILLSEARCH_HOME")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        let addr = v["listening"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("http://")
+            .to_owned();
+        Daemon { child, addr }
+    }
+
+    /// (status, body as JSON).
+    fn http(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let _ = s.write_all(body);
+        let mut resp = Vec::new();
+        let _ = s.read_to_end(&mut resp);
+        let text = String::from_utf8_lossy(&resp);
+        let status: u16 = text
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+        (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    }
+
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.http("POST", path, &serde_json::to_vec(body).unwrap(), &[])
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn library() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let skills = tmp.path().join("skills");
+    let d = skills.join("pdf-tables");
+    fs::create_dir_all(d.join("references")).unwrap();
+    fs::write(d.join("SKILL.md"), "---\nname: pdf-tables\ndescription: Extract tables from scanned PDF files\n---\n\nThe secret word is PARSNIP.\n").unwrap();
+    fs::write(d.join("references/notes.md"), "Notes.\n").unwrap();
+    let home = tmp.path().join("home");
+    (tmp, home, skills)
+}
+
+#[test]
+fn retrieve_search_read_health_and_modes() {
+    let (_t, home, skills) = library();
+    let d = Daemon::start(&home, &skills, &[]);
+    let (st, v) = d.http("GET", "/v1/health", b"", &[]);
+    assert_eq!((st, v["status"].as_str()), (200, Some("ok")));
+    let (st, v) = d.post("/v1/retrieve", &json!({"query": "extract tables from a scanned PDF", "mode": "auto", "available_tools": ["read", "exec"], "host": "openclaw"}));
+    assert_eq!(st, 200, "{v}");
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(skillsearch_core::deliver::CONTEXT_PREAMBLE) && text.contains("PARSNIP"),
+        "{v}"
+    );
+    assert_eq!(v["hits"][0]["id"], "local/pdf-tables");
+    assert_eq!(v["hits"][0]["source"], "local");
+    assert!(v["tokens"].as_u64().unwrap() > 10 && v["chars"].as_u64().unwrap() > 50);
+    let (_, v) = d.post(
+        "/v1/retrieve",
+        &json!({"query": "extract tables from a scanned PDF"}),
+    );
+    assert_eq!(
+        (v["mode"].as_str(), v["text"].as_str()),
+        (Some("on_demand"), Some("")),
+        "on_demand injects nothing"
+    );
+    let (_, v) = d.post("/v1/search", &json!({"query": "scanned pdf tables"}));
+    assert!(v["text"].as_str().unwrap().contains("PARSNIP"));
+    let (_, v) = d.post("/v1/search", &json!({"query": "bake bread"}));
+    assert_eq!(
+        v["text"],
+        "No skill in the library matches \"bake bread\". Proceed without one."
+    );
+    let (_, v) = d.post(
+        "/v1/read",
+        &json!({"id": "local/pdf-tables", "path": "references/notes.md"}),
+    );
+    assert_eq!(v["text"], "Notes.\n");
+    let (_, v) = d.post("/v1/retrieve", &json!({"query": "pdf tables", "mode": "auto", "workspace": skills.parent().unwrap(), "skills": [&skills]}));
+    assert!(v["text"].as_str().unwrap().contains("PARSNIP"));
+}
+
+#[test]
+fn bad_requests_get_json_errors_and_the_daemon_keeps_serving() {
+    let (_t, home, skills) = library();
+    let d = Daemon::start(&home, &skills, &[]);
+    let (st, v) = d.http("POST", "/v1/retrieve", b"{not json", &[]);
+    assert_eq!(st, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("bad request body"));
+    let (st, v) = d.post("/v1/retrieve", &json!({"query": "x", "qeury": "typo"}));
+    assert!((400..500).contains(&st), "{st}");
+    assert!(v["error"].as_str().unwrap().contains("qeury"), "{v}");
+    let (st, v) = d.post("/v1/retrieve", &json!({"query": "x", "mode": "atuo"}));
+    assert_eq!(st, 400);
+    assert!(v["error"].as_str().unwrap().contains("`atuo`"));
+    let (st, _) = d.post(
+        "/v1/retrieve",
+        &json!({"query": "x", "workspace": "relative/dir"}),
+    );
+    assert_eq!(st, 400);
+    let big = vec![b'a'; 2 * 1024 * 1024];
+    let (st, _) = d.http("POST", "/v1/retrieve", &big, &[]);
+    assert_eq!(st, 413);
+    let (st, _) = d.http("GET", "/v1/nope", b"", &[]);
+    assert_eq!(st, 404);
+    let (st, v) = d.post(
+        "/v1/retrieve",
+        &json!({"query": "scanned pdf tables", "mode": "auto"}),
+    );
+    assert_eq!(st, 200);
+    assert!(
+        v["text"].as_str().unwrap().contains("PARSNIP"),
+        "still serving"
+    );
+}
+
+#[test]
+fn token_is_required_when_set_and_for_non_loopback() {
+    let (_t, home, skills) = library();
+    let d = Daemon::start(&home, &skills, &["--token", "s3cret-token"]);
+    let (st, _) = d.http("GET", "/v1/health", b"", &[]);
+    assert_eq!(st, 401);
+    let (st, _) = d.http(
+        "GET",
+        "/v1/health",
+        b"",
+        &[("Authorization", "Bearer wrong")],
+    );
+    assert_eq!(st, 401);
+    let (st, v) = d.http(
+        "GET",
+        "/v1/health",
+        b"",
+        &[("Authorization", "Bearer s3cret-token")],
+    );
+    assert_eq!((st, v["status"].as_str()), (200, Some("ok")));
+    let out = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+        .arg("--home")
+        .arg(&home)
+        .args(["serve", "--listen", "0.0.0.0:0", "--skills"])
+        .arg(&skills)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without --token"));
+}
+
+#[test]
+fn a_new_skill_is_seen_without_a_restart_and_sigterm_stops_cleanly() {
+    let (_t, home, skills) = library();
+    let mut d = Daemon::start(&home, &skills, &[]);
+    let (_, v) = d.post("/v1/search", &json!({"query": "zeppelin mooring"}));
+    assert!(v["text"].as_str().unwrap().starts_with("No skill"));
+    let z = skills.join("zeppelin");
+    fs::create_dir_all(&z).unwrap();
+    fs::write(
+        z.join("SKILL.md"),
+        "---\nname: zeppelin\ndescription: Moor a zeppelin safely\n---\nUse the mast.\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    loop {
+        let (_, v) = d.post("/v1/search", &json!({"query": "zeppelin mooring"}));
+        if v["text"].as_str().unwrap_or("").contains("Use the mast") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the watcher never picked the new skill up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = d.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = d.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn stdio_mode_answers_line_by_line() {
+    let (_t, home, skills) = library();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+        .arg("--home")
+        .arg(&home)
+        .args(["serve", "--stdio", "--mode", "auto", "--skills"])
+        .arg(&skills)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut ask = |line: &str| -> Value {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+        let mut reply = String::new();
+        out.read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap()
+    };
+    let v = ask(r#"{"id": 0, "method": "retrieve", "params": {"query": "scanned pdf tables"}}"#);
+    assert_eq!(v["id"], 0);
+    assert!(v["result"]["text"].as_str().unwrap().contains("PARSNIP"));
+    let v = ask(r#"{"id": "h", "method": "health"}"#);
+    assert_eq!(v["result"]["status"], "ok");
+    let v = ask("{broken");
+    assert!(v["error"]["message"].as_str().unwrap().contains("not JSON"));
+    let v = ask(r#"{"id": 2, "method": "explode"}"#);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown method")
+    );
+    let v = ask(r#"{"id": 3, "method": "read", "params": {"id": "local/pdf-tables"}}"#);
+    assert!(
+        v["result"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("references/notes.md")
+    );
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
