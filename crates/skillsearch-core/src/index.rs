@@ -380,6 +380,12 @@ impl SkillIndex {
             .unwrap_or_default()
     }
 
+    /// Changes whenever a refresh commits: answers computed for one generation stay valid
+    /// until it changes.
+    pub fn generation(&self) -> u64 {
+        self.searcher().generation().generation_id()
+    }
+
     /// When the files were last compared with the index (ms since the epoch).
     pub fn verified_at_ms(&self) -> u64 {
         self.state.lock().map(|s| s.verified_at_ms).unwrap_or(0)

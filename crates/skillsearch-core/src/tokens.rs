@@ -13,7 +13,15 @@ use tiktoken_rs::CoreBPE;
 pub struct TokenCounter {
     bpe: OnceLock<Option<CoreBPE>>,
     estimate_only: bool,
+    /// Counts of texts seen before, by hash (a long-lived process renders the same popular
+    /// skills again and again). Cleared when it grows past [`MEMO_ENTRIES`].
+    memo: std::sync::Mutex<std::collections::HashMap<u64, usize>>,
 }
+
+/// Most memoised counts kept.
+const MEMO_ENTRIES: usize = 20_000;
+/// Texts shorter than this are counted directly.
+const MEMO_MIN_BYTES: usize = 512;
 
 impl TokenCounter {
     pub fn new() -> Self {
@@ -25,8 +33,8 @@ impl TokenCounter {
     /// holds for them.
     pub fn estimating() -> Self {
         TokenCounter {
-            bpe: OnceLock::new(),
             estimate_only: true,
+            ..TokenCounter::default()
         }
     }
 
@@ -40,10 +48,30 @@ impl TokenCounter {
         if self.estimate_only {
             return text.len().div_ceil(3);
         }
-        match self.bpe.get_or_init(|| tiktoken_rs::o200k_base().ok()) {
+        let key = (text.len() >= MEMO_MIN_BYTES).then(|| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            text.hash(&mut h);
+            h.finish()
+        });
+        if let Some(k) = key
+            && let Some(n) = self.memo.lock().ok().and_then(|m| m.get(&k).copied())
+        {
+            return n;
+        }
+        let n = match self.bpe.get_or_init(|| tiktoken_rs::o200k_base().ok()) {
             Some(bpe) => bpe.encode_ordinary(text).len(),
             None => text.len().div_ceil(3),
+        };
+        if let Some(k) = key
+            && let Ok(mut m) = self.memo.lock()
+        {
+            if m.len() >= MEMO_ENTRIES {
+                m.clear();
+            }
+            m.insert(k, n);
         }
+        n
     }
 
     /// Whether `text` has at most `budget` tokens, without loading the tables when the byte

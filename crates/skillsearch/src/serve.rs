@@ -41,7 +41,40 @@ struct Workspace {
     roots: Roots,
 }
 
+/// Recent answers, by (roots, query, mode, top_k, tool?, index generation). The same turn often
+/// reaches the daemon more than once (context engine, hook and tool), and retries repeat it; an
+/// answer is reused only while the index generation it was computed on is current.
+#[derive(Default)]
+struct AnswerCache {
+    map: HashMap<CacheKey, Answer>,
+    order: std::collections::VecDeque<CacheKey>,
+}
+
+type CacheKey = (Vec<PathBuf>, String, &'static str, usize, bool, u64);
+type Answer = (String, Option<deliver::Retrieval>);
+
+/// Answers kept.
+const CACHE_ENTRIES: usize = 2048;
+
+impl AnswerCache {
+    fn get(&self, k: &CacheKey) -> Option<Answer> {
+        self.map.get(k).cloned()
+    }
+
+    fn put(&mut self, k: CacheKey, v: Answer) {
+        if self.map.insert(k.clone(), v).is_none() {
+            self.order.push_back(k);
+            while self.order.len() > CACHE_ENTRIES {
+                if let Some(old) = self.order.pop_front() {
+                    self.map.remove(&old);
+                }
+            }
+        }
+    }
+}
+
 struct App {
+    cache: Mutex<AnswerCache>,
     home: PathBuf,
     settings: Settings,
     workspaces: Mutex<HashMap<Vec<PathBuf>, Arc<Workspace>>>,
@@ -221,13 +254,25 @@ impl App {
                 json!({"mode": mode.as_str(), "text": "", "hits": [], "dropped": [], "chars": 0, "tokens": 0, "diagnostics": []}),
             );
         }
+        let roots_key: Vec<PathBuf> = roots.0.iter().map(|r| r.path.clone()).collect();
         let ws = self.workspace(roots);
         let app = self.clone();
         let work = async move {
             let idx = app.index(&ws).await?;
+            let key: CacheKey = (
+                roots_key,
+                query.clone(),
+                mode.as_str(),
+                top_k,
+                search_tool,
+                idx.generation(),
+            );
+            if let Some(hit) = app.cache.lock().ok().and_then(|c| c.get(&key)) {
+                return anyhow::Ok(hit);
+            }
             let app2 = app.clone();
             let q = query.clone();
-            tokio::task::spawn_blocking(move || {
+            let answer = tokio::task::spawn_blocking(move || {
                 let s = &app2.settings;
                 let ro = RenderOptions {
                     heading: s.heading.clone(),
@@ -243,7 +288,11 @@ impl App {
                     anyhow::Ok((deliver::injected_context(&r.text), Some(r)))
                 }
             })
-            .await?
+            .await??;
+            if let Ok(mut c) = app.cache.lock() {
+                c.put(key, answer.clone());
+            }
+            anyhow::Ok(answer)
         };
         let (text, retrieval, diagnostics) = match tokio::time::timeout(self.deadline(), work).await
         {
@@ -566,6 +615,7 @@ pub fn run(
         .as_ref()
         .map(|p| DecisionLog::new(p, settings.log_max_bytes));
     let app = Arc::new(App {
+        cache: Mutex::new(AnswerCache::default()),
         home,
         settings,
         workspaces: Mutex::new(HashMap::new()),
