@@ -112,6 +112,20 @@ fn auto_mode_injects_the_block_as_reference_data() {
     assert_eq!(log[0]["mode"], "auto");
     assert_eq!(log[0]["hits"][0]["id"], "local/pdf-tables");
     assert!(log[0]["injected_chars"].as_u64().unwrap() > 50);
+    let tail = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+        .arg("--home")
+        .arg(&e.home)
+        .args(["log", "tail", "-n", "5"])
+        .env_remove("SKILLSEARCH_HOME")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&tail.stdout);
+    assert!(
+        text.contains("hook")
+            && text.contains("local/pdf-tables")
+            && text.contains("extract the tables"),
+        "{text}"
+    );
 }
 
 #[test]
