@@ -54,6 +54,13 @@ pub const KEYS: &[KeyDef] = &[
         doc: "Skill roots, highest precedence first (the first wins a name collision). Empty: the workspace's skills/ and .agents/skills, then ~/.agents/skills and ~/.openclaw/skills.",
     },
     KeyDef {
+        name: "plugins",
+        env: "SKILLSEARCH_PLUGINS_DIRS",
+        kind: Kind::Paths,
+        default: "[]",
+        doc: "Plugin directories: each holds one plugin per subdirectory (with its openclaw.plugin.json), or is one plugin. Used to plan which tools a turn shows.",
+    },
+    KeyDef {
         name: "workspace",
         env: "SKILLSEARCH_WORKSPACE",
         kind: Kind::Path,
@@ -207,6 +214,7 @@ pub struct Layers {
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {
     pub skills: Vec<PathBuf>,
+    pub plugins: Vec<PathBuf>,
     pub workspace: Option<PathBuf>,
     pub mode: Mode,
     pub top_k: usize,
@@ -458,8 +466,8 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
     let int = |k: &str| get(k).as_i64().unwrap_or(0);
     let float = |k: &str| get(k).as_f64().unwrap_or(0.0) as f32;
     let log = text("log_path");
-    Ok(Settings {
-        skills: get("skills")
+    let paths = |k: &str| -> Vec<PathBuf> {
+        get(k)
             .as_array()
             .map(|a| {
                 a.iter()
@@ -467,7 +475,11 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
                     .map(PathBuf::from)
                     .collect()
             })
-            .unwrap_or_default(),
+            .unwrap_or_default()
+    };
+    Ok(Settings {
+        skills: paths("skills"),
+        plugins: paths("plugins"),
         workspace: Some(text("workspace"))
             .filter(|w| !w.is_empty())
             .map(PathBuf::from),

@@ -173,7 +173,7 @@ pub fn parse(text: &str, dir_name: &str) -> ParsedSkill {
             }
         },
     };
-    let meta = meta_from_map(&map, dir_name);
+    let meta = meta_from_map(&map, dir_name, &mut problems);
     let body = body.trim_start_matches(['\n', '\r']).to_owned();
     ParsedSkill {
         meta,
@@ -356,7 +356,11 @@ fn metadata_map(v: Option<&Value>) -> Option<Map<String, Value>> {
     }
 }
 
-fn meta_from_map(map: &Map<String, Value>, dir_name: &str) -> SkillMeta {
+fn meta_from_map(
+    map: &Map<String, Value>,
+    dir_name: &str,
+    problems: &mut Vec<(&'static str, String)>,
+) -> SkillMeta {
     let name = as_text(map.get("name"))
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| dir_name.to_owned());
@@ -389,8 +393,25 @@ fn meta_from_map(map: &Map<String, Value>, dir_name: &str) -> SkillMeta {
                 Some(v @ Value::Object(_)) => vec![v.clone()],
                 _ => Vec::new(),
             };
-            if let Some(Value::Object(act)) = oc.get("activates") {
-                openclaw.activates_plugins = as_list(act.get("plugins"));
+            match oc.get("activates") {
+                Some(Value::Object(act)) => {
+                    let plugins = act.get("plugins");
+                    if matches!(plugins, Some(Value::String(_))) {
+                        problems.push((
+                            "activates-not-list",
+                            "`activates.plugins` is a string, not a list; read as a comma-separated list".to_owned(),
+                        ));
+                    }
+                    openclaw.activates_plugins = as_list(plugins);
+                }
+                Some(other) => problems.push((
+                    "activates-invalid",
+                    format!(
+                        "`activates` is a {}, not a mapping with `plugins`; ignored",
+                        kind(other)
+                    ),
+                )),
+                None => {}
             }
         }
     }
@@ -516,6 +537,22 @@ mod tests {
         assert_eq!(p.meta.name, "bomb");
         assert_eq!(p.meta.description, "lots of laughs");
         assert_eq!(p.body, "body");
+    }
+
+    #[test]
+    fn activates_as_a_string_is_read_and_reported() {
+        let p = parse(
+            "---\nname: a\nmetadata:\n  openclaw:\n    activates:\n      plugins: \"big, charts\"\n---\n",
+            "d",
+        );
+        assert_eq!(p.meta.openclaw.activates_plugins, ["big", "charts"]);
+        assert_eq!(p.problems[0].0, "activates-not-list");
+        let p = parse(
+            "---\nname: a\nmetadata:\n  openclaw:\n    activates: [big]\n---\n",
+            "d",
+        );
+        assert!(p.meta.openclaw.activates_plugins.is_empty());
+        assert_eq!(p.problems[0].0, "activates-invalid");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use tantivy::{
 };
 
 /// Bumped whenever the schema or the analyzer changes; a new version builds a new index.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Incremental refreshes leave merging to tantivy once the index has this many segments.
 const MERGE_AFTER_SEGMENTS: usize = 8;
@@ -107,6 +107,8 @@ pub(crate) struct Fields {
     pub(crate) description: Field,
     pub(crate) body: Field,
     pub(crate) meta: Field,
+    /// Plugin ids from `activates.plugins`, one term each.
+    pub(crate) activates: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -131,6 +133,7 @@ fn schema() -> (Schema, Fields) {
         description: b.add_text_field("description", text(false)),
         body: b.add_text_field("body", text(false)),
         meta: b.add_text_field("meta", STORED),
+        activates: b.add_text_field("activates", STRING),
     };
     (b.build(), f)
 }
@@ -378,6 +381,55 @@ impl SkillIndex {
             .lock()
             .map(|s| s.walk_diagnostics.clone())
             .unwrap_or_default()
+    }
+
+    /// Plugins named in some skill's `activates.plugins`, each with the ids of the skills that
+    /// name it (in precedence order). Read from the term dictionary: no document is scanned.
+    pub fn activations(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, Vec<(String, SkillMeta)>>> {
+        let searcher = self.searcher();
+        let mut plugins = std::collections::BTreeSet::new();
+        for seg in searcher.segment_readers() {
+            let inv = seg
+                .inverted_index(self.f.activates)
+                .map_err(|e| self.index_err(e))?;
+            let mut terms = inv
+                .terms()
+                .stream()
+                .map_err(|e| self.index_err(tantivy::TantivyError::from(e)))?;
+            while terms.advance() {
+                plugins.insert(String::from_utf8_lossy(terms.key()).into_owned());
+            }
+        }
+        let mut out = std::collections::BTreeMap::new();
+        for p in plugins {
+            let q = TermQuery::new(
+                Term::from_field_text(self.f.activates, &p),
+                IndexRecordOption::Basic,
+            );
+            let docs = searcher
+                .search(&q, &DocSetCollector)
+                .map_err(|e| self.index_err(e))?;
+            let mut skills = Vec::new();
+            for addr in docs {
+                let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
+                let root = doc
+                    .get_first(self.f.root)
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(0);
+                let rel = doc
+                    .get_first(self.f.rel)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_owned();
+                let meta = self.stored_of(&doc)?.meta;
+                skills.push((root, rel, meta));
+            }
+            skills.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+            out.insert(p, skills.into_iter().map(|(_, rel, m)| (rel, m)).collect());
+        }
+        Ok(out)
     }
 
     /// Changes whenever a refresh commits: answers computed for one generation stay valid
@@ -695,6 +747,9 @@ impl SkillIndex {
             d.add_text(f_.name_key, &loaded.meta.name);
             d.add_text(f_.description, &loaded.meta.description);
             d.add_text(f_.body, body);
+            for p in &loaded.meta.openclaw.activates_plugins {
+                d.add_text(f_.activates, p);
+            }
         }
         (d, loaded.diagnostics)
     }

@@ -15,6 +15,7 @@ pub mod eval;
 pub mod frontmatter;
 pub mod gate;
 pub mod index;
+pub mod plan;
 pub mod render;
 pub mod search;
 pub mod tokens;

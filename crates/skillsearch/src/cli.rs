@@ -178,6 +178,25 @@ enum Command {
         #[arg(long)]
         mode: Option<String>,
     },
+    /// Which tools a turn should show: core tools, unmanaged plugins' tools, and the tools of
+    /// plugins the matched skills activate (activates.plugins)
+    Plan {
+        /// The user's message this turn
+        #[arg(long)]
+        prompt: String,
+        #[command(flatten)]
+        roots: RootArgs,
+        /// A plugin directory (one plugin per subdirectory with openclaw.plugin.json); repeatable [config: plugins]
+        #[arg(long = "plugins", value_name = "DIR")]
+        plugins: Vec<PathBuf>,
+        /// The host's tool list this turn (JSON: names, or OpenAI-style function schemas)
+        #[arg(long, value_name = "FILE")]
+        tools: Option<PathBuf>,
+        #[arg(long, short = 'k')]
+        top_k: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
     /// The decision log
     Log {
         #[command(subcommand)]
@@ -530,6 +549,26 @@ fn dispatch(cli: Cli) -> Result<u8> {
             )
         }
         Command::Hook { host } => Ok(crate::hook::run(&home, cfg, host)),
+        Command::Plan {
+            prompt,
+            roots,
+            plugins,
+            tools,
+            top_k,
+            json,
+        } => {
+            let mut flags = Flags::default().roots(&roots).set("top_k", top_k);
+            if !plugins.is_empty() {
+                let joined = plugins
+                    .iter()
+                    .map(|p| p.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                flags.0.push(("plugins".into(), joined));
+            }
+            let s = settings(&home, cfg, flags)?;
+            cmd_plan(&mut out, &home, &s, &prompt, tools.as_deref(), json)
+        }
         Command::Serve {
             roots,
             listen,
@@ -563,6 +602,118 @@ fn dispatch(cli: Cli) -> Result<u8> {
             cmd_config_show(&mut out, &s, json)
         }
     }
+}
+
+fn cmd_plan(
+    out: &mut Out,
+    home: &Path,
+    s: &Settings,
+    prompt: &str,
+    tools: Option<&Path>,
+    json: bool,
+) -> Result<u8> {
+    use skillsearch_core::plan::{self, Inventory, Matched};
+    let (idx, _) = open_index(
+        home,
+        &roots_of(s)?,
+        Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms)),
+    )?;
+    let gate = GateEnv::from_process();
+    let (tool_list, mut tool_diags) = match tools {
+        None => (Vec::new(), Vec::new()),
+        Some(path) => {
+            let text = std::fs::read(path)
+                .with_context(|| format!("cannot read the tool list {}", path.display()))?;
+            let v: serde_json::Value = serde_json::from_slice(&text)
+                .with_context(|| format!("tool list {} is not JSON", path.display()))?;
+            plan::parse_tools(&v, path)
+        }
+    };
+    let inventory = Inventory::load(&s.plugins);
+    let counter = TokenCounter::new();
+    let started = Instant::now();
+    let result = idx.search(prompt, &options(s, None, s.top_k), &gate)?;
+    let search_ms = started.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    // Managed plugins: those some *eligible* skill activates.
+    let mut managed = BTreeMap::new();
+    for (plugin, skills) in idx.activations()? {
+        let ids: Vec<String> = skills
+            .into_iter()
+            .filter(|(_, m)| gate.check(m).is_ok())
+            .map(|(id, _)| id)
+            .collect();
+        if !ids.is_empty() {
+            managed.insert(plugin, ids);
+        }
+    }
+    let matched: Vec<Matched<'_>> = result
+        .hits
+        .iter()
+        .map(|h| Matched {
+            id: &h.qualified_id,
+            meta: &h.meta,
+        })
+        .collect();
+    let mut p = plan::plan(&matched, &managed, &[], &tool_list, &inventory, &counter);
+    let plan_ms = t.elapsed().as_secs_f64() * 1e3;
+    p.diagnostics.append(&mut tool_diags);
+    if json {
+        let v = serde_json::json!({
+            "prompt": prompt,
+            "matched_skills": result.hits.iter().map(|h| &h.qualified_id).collect::<Vec<_>>(),
+            "visible_tools": p.visible_tools,
+            "hidden_tools": p.hidden_tools,
+            "activated_plugins": p.activated_plugins,
+            "managed_plugins": p.managed_plugins,
+            "reasons": p.reasons,
+            "tokens": p.tokens,
+            "diagnostics": p.diagnostics,
+            "search_ms": search_ms,
+            "plan_ms": plan_ms,
+        });
+        out.json(&v)?;
+        return Ok(0);
+    }
+    out.line(&format!(
+        "matched skills:    {}",
+        result
+            .hits
+            .iter()
+            .map(|h| h.qualified_id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))?;
+    out.line(&format!(
+        "activated plugins: {}",
+        p.activated_plugins.join(", ")
+    ))?;
+    out.line(&format!(
+        "visible tools:     {}",
+        p.visible_tools.join(", ")
+    ))?;
+    out.line(&format!("hidden tools:      {}", p.hidden_tools.join(", ")))?;
+    out.line(&format!(
+        "schema tokens:     {} shown, {} hidden{}",
+        p.tokens.shown,
+        p.tokens.hidden,
+        if p.tokens.unknown_schemas > 0 {
+            format!(
+                " ({} tools without a schema not counted)",
+                p.tokens.unknown_schemas
+            )
+        } else {
+            String::new()
+        }
+    ))?;
+    for r in &p.reasons {
+        out.line(&format!(
+            "  {} {:<24} {:<9} {}",
+            r.kind, r.subject, r.decision, r.reason
+        ))?;
+    }
+    print_diagnostics(out, &p.diagnostics)?;
+    Ok(0)
 }
 
 fn cmd_log_tail(out: &mut Out, s: &Settings, n: usize, json: bool) -> Result<u8> {
