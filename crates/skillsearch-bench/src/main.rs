@@ -5,6 +5,7 @@
 
 mod run;
 mod synth;
+mod tools_bench;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -40,6 +41,14 @@ enum Command {
     },
     /// Measure build, re-open, incremental update, queries, RSS and index size on a corpus
     Run(run::RunArgs),
+    /// Tool visibility: schema tokens per turn with and without `activates`, over a scripted
+    /// 20-turn conversation, for N plugins of 5 tools each (10 → 50 tools, 20 → 100 tools)
+    Tools {
+        #[arg(long, default_value_t = 20)]
+        plugins: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// (internal) Full build on an empty home; prints build time and VmHWM as JSON
     #[command(hide = true)]
     BuildChild {
@@ -70,6 +79,7 @@ fn main() -> ExitCode {
             seed,
         } => synth::build(&from, &out, count, seed),
         Command::Run(args) => run::run(&args),
+        Command::Tools { plugins, json } => tools_bench::run(plugins, json),
         Command::BuildChild { skills, home } => run::build_child(&skills, &home),
         Command::SearchChild {
             skills,
