@@ -19,6 +19,16 @@ pub struct LoggedHit {
     pub score: f32,
 }
 
+/// The tool plan of one turn, as logged.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LoggedTools {
+    pub visible: Vec<String>,
+    pub hidden: Vec<String>,
+    pub activated_plugins: Vec<String>,
+    pub tokens_shown: usize,
+    pub tokens_hidden: usize,
+}
+
 /// One decision.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Decision {
@@ -46,6 +56,9 @@ pub struct Decision {
     /// Milliseconds per stage (`open`, `search`, `render`, `total`).
     #[serde(default)]
     pub elapsed_ms: std::collections::BTreeMap<String, f64>,
+    /// Tool visibility, when the turn was planned: tools shown and hidden, and their schema tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<LoggedTools>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diagnostics: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -75,6 +75,7 @@ impl AnswerCache {
 
 struct App {
     cache: Mutex<AnswerCache>,
+    inventory: skillsearch_core::plan::Inventory,
     home: PathBuf,
     settings: Settings,
     workspaces: Mutex<HashMap<Vec<PathBuf>, Arc<Workspace>>>,
@@ -113,6 +114,23 @@ struct RetrieveReq {
     available_tools: Option<Vec<String>>,
     #[serde(default)]
     mode: Option<String>,
+    #[serde(default)]
+    top_k: Option<usize>,
+    #[serde(default)]
+    host: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanReq {
+    query: String,
+    /// The host's tools this turn: names, or OpenAI-style function schemas.
+    #[serde(default)]
+    tools: Value,
+    #[serde(default)]
+    workspace: Option<PathBuf>,
+    #[serde(default)]
+    skills: Option<Vec<PathBuf>>,
     #[serde(default)]
     top_k: Option<usize>,
     #[serde(default)]
@@ -396,6 +414,102 @@ impl App {
         Ok(json!({"text": text}))
     }
 
+    /// Which tools this turn shows, from the skills its query matches.
+    async fn plan(self: &Arc<Self>, req: PlanReq) -> Result<Value, ApiError> {
+        use skillsearch_core::plan::{self, Matched};
+        let started = Instant::now();
+        let roots = self.roots(&req.workspace, &req.skills)?;
+        let top_k = req.top_k.unwrap_or(self.settings.top_k).clamp(1, 50);
+        let query: String = req.query.chars().take(MAX_QUERY_CHARS).collect();
+        let (tools, tool_diags) = if req.tools.is_null() {
+            (Vec::new(), Vec::new())
+        } else {
+            plan::parse_tools(&req.tools, std::path::Path::new("request.tools"))
+        };
+        let ws = self.workspace(roots);
+        let app = self.clone();
+        let q = query.clone();
+        let work = async move {
+            let idx = app.index(&ws).await?;
+            let app2 = app.clone();
+            tokio::task::spawn_blocking(move || {
+                let hits = idx
+                    .search(&q, &options(&app2.settings, None, top_k), &app2.gate)?
+                    .hits;
+                let mut managed = std::collections::BTreeMap::new();
+                for (p, skills) in idx.activations()? {
+                    let ids: Vec<String> = skills
+                        .into_iter()
+                        .filter(|(_, m)| app2.gate.check(m).is_ok())
+                        .map(|(id, _)| id)
+                        .collect();
+                    if !ids.is_empty() {
+                        managed.insert(p, ids);
+                    }
+                }
+                let matched: Vec<Matched<'_>> = hits
+                    .iter()
+                    .map(|h| Matched {
+                        id: &h.qualified_id,
+                        meta: &h.meta,
+                    })
+                    .collect();
+                let p = plan::plan(
+                    &matched,
+                    &managed,
+                    &[],
+                    &tools,
+                    &app2.inventory,
+                    &app2.counter,
+                );
+                let ids: Vec<String> = hits.iter().map(|h| h.qualified_id.clone()).collect();
+                anyhow::Ok((p, ids))
+            })
+            .await?
+        };
+        let mut decision =
+            Decision::new("serve", req.host.as_deref().unwrap_or(""), "plan", &query);
+        let (mut p, matched) = match tokio::time::timeout(self.deadline(), work).await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                decision.error = Some(format!("{e:#}"));
+                self.log(&decision);
+                // When unsure, show every tool: an empty plan hides nothing.
+                return Ok(
+                    json!({"visible_tools": null, "hidden_tools": [], "diagnostics": [format!("planning failed: {e:#}; show every tool")]}),
+                );
+            }
+            Err(_) => {
+                decision.error = Some("deadline passed".into());
+                self.log(&decision);
+                return Ok(
+                    json!({"visible_tools": null, "hidden_tools": [], "diagnostics": ["deadline passed; show every tool"]}),
+                );
+            }
+        };
+        p.diagnostics.extend(tool_diags);
+        decision.tools = Some(skillsearch_core::decision_log::LoggedTools {
+            visible: p.visible_tools.clone(),
+            hidden: p.hidden_tools.clone(),
+            activated_plugins: p.activated_plugins.clone(),
+            tokens_shown: p.tokens.shown,
+            tokens_hidden: p.tokens.hidden,
+        });
+        decision.elapsed_ms.insert("total".into(), ms(started));
+        self.log(&decision);
+        Ok(json!({
+            "matched_skills": matched,
+            "visible_tools": p.visible_tools,
+            "hidden_tools": p.hidden_tools,
+            "activated_plugins": p.activated_plugins,
+            "managed_plugins": p.managed_plugins,
+            "reasons": p.reasons,
+            "tokens": p.tokens,
+            "diagnostics": p.diagnostics,
+            "elapsed_ms": ms(started),
+        }))
+    }
+
     fn health(&self) -> Value {
         let n = self.workspaces.lock().map(|m| m.len()).unwrap_or(0);
         json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": self.settings.mode.as_str()})
@@ -501,6 +615,15 @@ async fn h_read(
     Ok(Json(app.read(body?.0).await?))
 }
 
+async fn h_plan(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Json<PlanReq>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    app.authorised(&headers)?;
+    Ok(Json(app.plan(body?.0).await?))
+}
+
 async fn h_health(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -512,7 +635,7 @@ async fn h_health(
 async fn h_fallback() -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
-        "no such endpoint; see POST /v1/retrieve, /v1/search, /v1/read and GET /v1/health".into(),
+        "no such endpoint; see POST /v1/retrieve, /v1/search, /v1/read, /v1/plan and GET /v1/health".into(),
     )
 }
 
@@ -521,6 +644,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/v1/retrieve", post(h_retrieve))
         .route("/v1/search", post(h_search))
         .route("/v1/read", post(h_read))
+        .route("/v1/plan", post(h_plan))
         .route("/v1/health", get(h_health))
         .fallback(h_fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -561,10 +685,19 @@ async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
                             format!("bad params: {e}"),
                         )),
                     },
+                    Some("plan") => match serde_json::from_value::<PlanReq>(params) {
+                        Ok(p) => app.plan(p).await,
+                        Err(e) => Err(ApiError(
+                            StatusCode::BAD_REQUEST,
+                            format!("bad params: {e}"),
+                        )),
+                    },
                     Some("health") => Ok(app.health()),
                     other => Err(ApiError(
                         StatusCode::NOT_FOUND,
-                        format!("unknown method {other:?}; use retrieve, search, read or health"),
+                        format!(
+                            "unknown method {other:?}; use retrieve, search, read, plan or health"
+                        ),
                     )),
                 };
                 match result {
@@ -614,8 +747,13 @@ pub fn run(
         .log_path
         .as_ref()
         .map(|p| DecisionLog::new(p, settings.log_max_bytes));
+    let inventory = skillsearch_core::plan::Inventory::load(&settings.plugins);
+    for d in &inventory.diagnostics {
+        tracing::warn!(target: "serve", "{d}");
+    }
     let app = Arc::new(App {
         cache: Mutex::new(AnswerCache::default()),
+        inventory,
         home,
         settings,
         workspaces: Mutex::new(HashMap::new()),

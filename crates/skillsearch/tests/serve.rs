@@ -286,3 +286,57 @@ fn stdio_mode_answers_line_by_line() {
     drop(stdin);
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
+
+#[test]
+fn plan_endpoint_hides_managed_plugin_tools_on_unrelated_turns() {
+    let (tmp, home, skills) = library();
+    let a = skills.join("analyst");
+    fs::create_dir_all(&a).unwrap();
+    fs::write(a.join("SKILL.md"), "---\nname: analyst\ndescription: Query the big data platform\nmetadata: {\"openclaw\":{\"activates\":{\"plugins\":[\"bigdata\"]}}}\n---\nbody\n").unwrap();
+    let plugins = tmp.path().join("plugins/bigdata");
+    fs::create_dir_all(&plugins).unwrap();
+    fs::write(
+        plugins.join("openclaw.plugin.json"),
+        r#"{"id":"bigdata","contracts":{"tools":["bd_query"]}}"#,
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+        .arg("--home")
+        .arg(&home)
+        .args(["serve", "--listen", "127.0.0.1:0", "--skills"])
+        .arg(&skills)
+        .env("SKILLSEARCH_PLUGINS_DIRS", tmp.path().join("plugins"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = serde_json::from_str::<Value>(&line).unwrap()["listening"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_owned();
+    let d = Daemon { child, addr };
+    let tools = json!(["read", {"type": "function", "function": {"name": "bd_query", "description": "query", "parameters": {"type": "object"}}}]);
+    let (st, v) = d.post(
+        "/v1/plan",
+        &json!({"query": "query the big data platform", "tools": tools}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["visible_tools"], json!(["read", "bd_query"]));
+    assert_eq!(v["activated_plugins"], json!(["bigdata"]));
+    let (_, v) = d.post(
+        "/v1/plan",
+        &json!({"query": "good morning!", "tools": tools}),
+    );
+    assert_eq!(v["visible_tools"], json!(["read"]));
+    assert_eq!(v["hidden_tools"], json!(["bd_query"]));
+    let log = fs::read_to_string(home.join("logs/decisions.jsonl")).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("\"hidden\":[\"bd_query\"]")),
+        "{log}"
+    );
+}
