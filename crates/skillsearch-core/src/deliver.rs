@@ -30,6 +30,8 @@ pub struct RenderOptions {
     pub heading: String,
     /// Most tokens the block may take (`None`: no limit).
     pub token_budget: Option<usize>,
+    /// Installed plugins' directories, for `{plugins.<id>}` in skill bodies.
+    pub plugin_dirs: std::collections::BTreeMap<String, std::path::PathBuf>,
 }
 
 /// What one retrieval found and rendered.
@@ -76,7 +78,7 @@ pub fn retrieve(
             name: hit.name.clone(),
             qualified_id: hit.qualified_id.clone(),
             skill_dir: Some(hit.skill_dir.clone()),
-            body: loaded.body,
+            body: render::resolve_plugin_refs(&loaded.body, &render_opts.plugin_dirs),
         });
         kept.push(hit);
     }

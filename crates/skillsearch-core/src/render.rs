@@ -112,6 +112,26 @@ static LINK: LazyLock<Regex> = LazyLock::new(|| {
 static BASEDIR: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\{baseDir\}(/[^\s)`'\x22<>\]]*)?").expect("valid regex"));
 
+static PLUGIN_REF: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\{plugins\.([A-Za-z0-9_.@-]+)\}").expect("valid regex"));
+
+/// Replaces `{plugins.<id>}` with the directory of installed plugin `<id>` (progressive
+/// disclosure: a skill points at its plugin's docs). Unknown plugins stay literal.
+pub fn resolve_plugin_refs(
+    body: &str,
+    plugins: &std::collections::BTreeMap<String, PathBuf>,
+) -> String {
+    if plugins.is_empty() || !body.contains("{plugins.") {
+        return body.to_owned();
+    }
+    PLUGIN_REF
+        .replace_all(body, |c: &regex::Captures<'_>| match plugins.get(&c[1]) {
+            Some(dir) => dir.display().to_string(),
+            None => c[0].to_owned(),
+        })
+        .into_owned()
+}
+
 /// Splits a link target into (path, trailing punctuation + fragment).
 fn split_target(target: &str) -> (&str, &str) {
     let cut = target.find(['#', '?']).unwrap_or(target.len());
@@ -228,6 +248,21 @@ mod tests {
         assert_eq!(r.over_budget, ["local/b"]);
         assert!(!r.text.contains("lorem"));
         assert!(c.count(&r.text) <= 40);
+    }
+
+    #[test]
+    fn plugin_refs_resolve_to_installed_plugin_dirs() {
+        let plugins = std::collections::BTreeMap::from([(
+            "bigdata-platform".to_owned(),
+            PathBuf::from("/p/bigdata"),
+        )]);
+        assert_eq!(
+            resolve_plugin_refs(
+                "see {plugins.bigdata-platform}/docs/query.md and {plugins.gone}/x",
+                &plugins
+            ),
+            "see /p/bigdata/docs/query.md and {plugins.gone}/x"
+        );
     }
 
     #[test]

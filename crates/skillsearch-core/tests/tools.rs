@@ -117,6 +117,7 @@ fn search(lib: &Lib, q: &str) -> String {
     let ro = RenderOptions {
         heading: "# Skills".into(),
         token_budget: Some(8000),
+        plugin_dirs: Default::default(),
     };
     tools::skill_search(
         &lib.idx,

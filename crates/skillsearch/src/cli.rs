@@ -390,6 +390,21 @@ pub(crate) fn options(s: &Settings, rank: Option<&RankArgs>, top_k: usize) -> Se
     }
 }
 
+/// How blocks are rendered under these settings (installed plugins' directories included, for
+/// `{plugins.<id>}` in skill bodies).
+pub(crate) fn render_options(s: &Settings) -> RenderOptions {
+    let inventory = skillsearch_core::plan::Inventory::load(&s.plugins);
+    RenderOptions {
+        heading: s.heading.clone(),
+        token_budget: s.token_budget,
+        plugin_dirs: inventory
+            .plugins
+            .into_values()
+            .map(|p| (p.id, p.dir))
+            .collect(),
+    }
+}
+
 /// Opens the index without a progress bar or warnings (for surfaces that answer a host).
 pub(crate) fn open_index_quiet(home: &Path, roots: &Roots, refresh: Refresh) -> Result<SkillIndex> {
     let (idx, _) = SkillIndex::open(roots, &IndexConfig::new(home), refresh, &|_| {})
@@ -496,8 +511,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             };
             let output = match (json, render) {
                 (_, true) => SearchOutput::Render {
-                    budget: s.token_budget,
-                    heading: s.heading.clone(),
+                    ro: render_options(&s),
                 },
                 (true, _) => SearchOutput::Json,
                 _ => SearchOutput::List,
@@ -833,8 +847,7 @@ enum SearchOutput {
     Json,
     /// The block a model reads, within an optional token budget.
     Render {
-        budget: Option<usize>,
-        heading: String,
+        ro: RenderOptions,
     },
 }
 
@@ -855,11 +868,8 @@ fn cmd_search(
         }
     }
     let gate = GateEnv::from_process();
-    if let SearchOutput::Render { budget, heading } = &output {
-        let ro = RenderOptions {
-            heading: heading.clone(),
-            token_budget: *budget,
-        };
+    if let SearchOutput::Render { ro } = &output {
+        let ro = ro.clone();
         let r = deliver::retrieve(&idx, query, opts, &gate, &ro, &TokenCounter::new())?;
         if !r.over_budget.is_empty() {
             tracing::warn!(

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use skillsearch_core::GateEnv;
 use skillsearch_core::config::{Mode, Settings};
 use skillsearch_core::decision_log::{Decision, DecisionLog};
-use skillsearch_core::deliver::{self, RenderOptions};
+use skillsearch_core::deliver;
 use skillsearch_core::index::Refresh;
 use skillsearch_core::tokens::TokenCounter;
 use std::io::{Read, Write};
@@ -155,10 +155,7 @@ fn retrieve_within_deadline(
                 Refresh::IfOlderThan(Duration::from_millis(s2.refresh_ms)),
             )?;
             let open_ms = t.elapsed().as_secs_f64() * 1e3;
-            let ro = RenderOptions {
-                heading: s2.heading.clone(),
-                token_budget: s2.token_budget,
-            };
+            let ro = crate::cli::render_options(&s2);
             let r = deliver::retrieve(
                 &idx,
                 &query,

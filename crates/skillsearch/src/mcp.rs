@@ -34,6 +34,7 @@ const MAX_QUERY_CHARS: usize = 2000;
 /// The warm engine shared by every call of one server process.
 struct Engine {
     settings: Settings,
+    render: RenderOptions,
     home: PathBuf,
     index: Mutex<Option<(SkillIndex, Instant)>>,
     counter: TokenCounter,
@@ -131,10 +132,7 @@ impl SkillServer {
             let reply = if name_owned == tools::SKILL_SEARCH {
                 let query = text_arg(&args, "query");
                 decision = Decision::new("mcp", "", tools::SKILL_SEARCH, &query);
-                let ro = RenderOptions {
-                    heading: s.heading.clone(),
-                    token_budget: s.token_budget,
-                };
+                let ro = engine.render.clone();
                 let opts = options(s, None, s.top_k);
                 match engine.with_index(|idx| {
                     tools::skill_search(idx, &query, &opts, &engine.gate, &ro, &engine.counter)
@@ -241,6 +239,7 @@ impl ServerHandler for SkillServer {
 /// Serves MCP on stdin/stdout until the client closes the connection.
 pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
     let engine = Arc::new(Engine {
+        render: crate::cli::render_options(&settings),
         settings,
         home,
         index: Mutex::new(None),

@@ -74,6 +74,7 @@ impl AnswerCache {
 }
 
 struct App {
+    render: RenderOptions,
     cache: Mutex<AnswerCache>,
     inventory: skillsearch_core::plan::Inventory,
     home: PathBuf,
@@ -292,10 +293,7 @@ impl App {
             let q = query.clone();
             let answer = tokio::task::spawn_blocking(move || {
                 let s = &app2.settings;
-                let ro = RenderOptions {
-                    heading: s.heading.clone(),
-                    token_budget: s.token_budget,
-                };
+                let ro = app2.render.clone();
                 let opts = options(s, None, top_k);
                 if search_tool {
                     let (text, r) =
@@ -752,6 +750,15 @@ pub fn run(
         tracing::warn!(target: "serve", "{d}");
     }
     let app = Arc::new(App {
+        render: RenderOptions {
+            heading: settings.heading.clone(),
+            token_budget: settings.token_budget,
+            plugin_dirs: inventory
+                .plugins
+                .values()
+                .map(|p| (p.id.clone(), p.dir.clone()))
+                .collect(),
+        },
         cache: Mutex::new(AnswerCache::default()),
         inventory,
         home,
