@@ -129,6 +129,12 @@ enum Command {
         /// Skills injected per turn, for the comparison [config: top_k]
         #[arg(long, short = 'k')]
         top_k: Option<usize>,
+        /// The host's tool list, to add tool schemas to the per-turn funnel
+        #[arg(long, value_name = "FILE")]
+        tools: Option<PathBuf>,
+        /// Plugin directories (one plugin per subdirectory) [config: plugins]
+        #[arg(long = "plugins", value_name = "DIR")]
+        plugins: Vec<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -532,13 +538,28 @@ fn dispatch(cli: Cli) -> Result<u8> {
             let refresh = Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms));
             cmd_show(&mut out, &home, &roots_of(&s)?, &id, refresh, json)
         }
-        Command::Stats { roots, top_k, json } => {
-            let s = settings(
-                &home,
-                cfg,
-                Flags::default().roots(&roots).set("top_k", top_k),
-            )?;
-            cmd_stats(&mut out, &home, &roots_of(&s)?, s.top_k, json)
+        Command::Stats {
+            roots,
+            top_k,
+            tools,
+            plugins,
+            json,
+        } => {
+            let mut flags = Flags::default().roots(&roots).set("top_k", top_k);
+            if !plugins.is_empty() {
+                let joined = plugins
+                    .iter()
+                    .map(|p| p.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                flags.0.push(("plugins".into(), joined));
+            }
+            let s = settings(&home, cfg, flags)?;
+            let funnel = match &tools {
+                Some(path) => Some(tool_funnel(&home, &s, path)?),
+                None => None,
+            };
+            cmd_stats(&mut out, &home, &roots_of(&s)?, s.top_k, funnel, json)
         }
         Command::Eval {
             roots,
@@ -994,11 +1015,52 @@ fn catalog_cost(skills: &[&skillsearch_core::Hit], counter: &TokenCounter) -> (u
     (chars, entry_tokens + fixed)
 }
 
+/// Tool schemas in the per-turn funnel: (all, shown on a turn that activates no plugin, hidden then).
+fn tool_funnel(home: &Path, s: &Settings, tools: &Path) -> Result<(usize, usize, usize)> {
+    use skillsearch_core::plan::{self, Inventory};
+    let text = std::fs::read(tools)
+        .with_context(|| format!("cannot read the tool list {}", tools.display()))?;
+    let v: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("tool list {} is not JSON", tools.display()))?;
+    let (tool_list, _) = plan::parse_tools(&v, tools);
+    let (idx, _) = open_index(
+        home,
+        &roots_of(s)?,
+        Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms)),
+    )?;
+    let gate = GateEnv::from_process();
+    let mut managed = BTreeMap::new();
+    for (p, skills) in idx.activations()? {
+        let ids: Vec<String> = skills
+            .into_iter()
+            .filter(|(_, m)| gate.check(m).is_ok())
+            .map(|(id, _)| id)
+            .collect();
+        if !ids.is_empty() {
+            managed.insert(p, ids);
+        }
+    }
+    let p = plan::plan(
+        &[],
+        &managed,
+        &[],
+        &tool_list,
+        &Inventory::load(&s.plugins),
+        &TokenCounter::new(),
+    );
+    Ok((
+        p.tokens.shown + p.tokens.hidden,
+        p.tokens.shown,
+        p.tokens.hidden,
+    ))
+}
+
 fn cmd_stats(
     out: &mut Out,
     home: &std::path::Path,
     roots: &Roots,
     top_k: usize,
+    funnel: Option<(usize, usize, usize)>,
     json: bool,
 ) -> Result<u8> {
     let (idx, _) = open_index(home, roots, Refresh::Always)?;
@@ -1063,6 +1125,7 @@ fn cmd_stats(
             "tokens_exact": exact,
             "top_k_injection": {"k": top_k, "chars": inject_chars.round(), "tokens": inject_tokens.round(), "mean_skill_tokens": (part_tokens / n).round()},
             "tokenizer": "o200k_base",
+            "tool_schemas": funnel.map(|(all, shown, hidden)| serde_json::json!({"all_tokens": all, "shown_when_no_plugin_is_activated": shown, "hidden_when_no_plugin_is_activated": hidden})),
         });
         out.json(&v)?;
         return Ok(0);
@@ -1106,6 +1169,11 @@ fn cmd_stats(
         out.line(&format!(
             "eligible catalog / top-{top_k} injection: {:.1}x",
             elig_tokens / inject_tokens
+        ))?;
+    }
+    if let Some((all, shown, hidden)) = funnel {
+        out.line(&format!(
+            "tool schemas: {all} tokens in all; on a turn that activates no plugin, {shown} shown and {hidden} hidden"
         ))?;
     }
     Ok(0)
