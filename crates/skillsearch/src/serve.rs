@@ -51,7 +51,7 @@ struct AnswerCache {
 }
 
 type CacheKey = (Vec<PathBuf>, String, &'static str, usize, bool, u64);
-type Answer = (String, Option<deliver::Retrieval>);
+type Answer = Arc<(String, Option<deliver::Retrieval>)>;
 
 /// Answers kept.
 const CACHE_ENTRIES: usize = 2048;
@@ -298,10 +298,10 @@ impl App {
                 if search_tool {
                     let (text, r) =
                         tools::skill_search(&idx, &q, &opts, &app2.gate, &ro, &app2.counter);
-                    anyhow::Ok((text, r))
+                    anyhow::Ok(Arc::new((text, r)))
                 } else {
                     let r = deliver::retrieve(&idx, &q, &opts, &app2.gate, &ro, &app2.counter)?;
-                    anyhow::Ok((deliver::injected_context(&r.text), Some(r)))
+                    anyhow::Ok(Arc::new((deliver::injected_context(&r.text), Some(r))))
                 }
             })
             .await??;
@@ -310,45 +310,42 @@ impl App {
             }
             anyhow::Ok(answer)
         };
-        let (text, retrieval, diagnostics) = match tokio::time::timeout(self.deadline(), work).await
-        {
-            Ok(Ok((text, r))) => (text, r, Vec::new()),
-            Ok(Err(e)) => {
-                decision.error = Some(format!("{e:#}"));
-                let text = if search_tool {
-                    tools::UNAVAILABLE_REPLY.to_owned()
-                } else {
-                    String::new()
-                };
-                (text, None, vec![format!("retrieval failed: {e:#}")])
-            }
-            Err(_) => {
-                let msg = format!(
-                    "deadline of {} ms passed (the index may still be building)",
-                    self.settings.deadline_ms
-                );
-                decision.error = Some(msg.clone());
-                let text = if search_tool {
-                    tools::UNAVAILABLE_REPLY.to_owned()
-                } else {
-                    String::new()
-                };
-                (text, None, vec![msg])
+        let fixed = || {
+            if search_tool {
+                tools::UNAVAILABLE_REPLY.to_owned()
+            } else {
+                String::new()
             }
         };
-        if let Some(r) = &retrieval {
+        let (answer, fallback, diagnostics): (Option<Answer>, String, Vec<String>) =
+            match tokio::time::timeout(self.deadline(), work).await {
+                Ok(Ok(a)) => (Some(a), String::new(), Vec::new()),
+                Ok(Err(e)) => {
+                    decision.error = Some(format!("{e:#}"));
+                    (None, fixed(), vec![format!("retrieval failed: {e:#}")])
+                }
+                Err(_) => {
+                    let msg = format!(
+                        "deadline of {} ms passed (the index may still be building)",
+                        self.settings.deadline_ms
+                    );
+                    decision.error = Some(msg.clone());
+                    (None, fixed(), vec![msg])
+                }
+            };
+        let text: &str = answer.as_ref().map_or(fallback.as_str(), |a| a.0.as_str());
+        let retrieval = answer.as_ref().and_then(|a| a.1.as_ref());
+        if let Some(r) = retrieval {
             decision = decision.with_retrieval(r);
         }
         let tokens = retrieval
-            .as_ref()
             .and_then(|r| r.tokens)
-            .unwrap_or_else(|| self.counter.count(&text));
+            .unwrap_or_else(|| self.counter.count(text));
         decision.injected_tokens = tokens;
         decision.tokens_exact = self.counter.is_exact();
         decision.elapsed_ms.insert("total".into(), ms(started));
         self.log(&decision);
         let hits: Vec<Value> = retrieval
-            .as_ref()
             .map(|r| {
                 r.hits
                     .iter()
@@ -357,7 +354,6 @@ impl App {
             })
             .unwrap_or_default();
         let dropped = retrieval
-            .as_ref()
             .map(|r| serde_json::to_value(&r.dropped).unwrap_or_default())
             .unwrap_or(json!([]));
         Ok(json!({
@@ -365,7 +361,7 @@ impl App {
             "text": text,
             "hits": hits,
             "dropped": dropped,
-            "chars": skillsearch_core::tokens::js_len(&text),
+            "chars": skillsearch_core::tokens::js_len(text),
             "tokens": tokens,
             "diagnostics": diagnostics,
             "available_tools": req.available_tools.map(|t| t.len()),
