@@ -10,7 +10,6 @@ use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::plan::{self, Inventory, Matched};
 use skillsearch_core::tokens::TokenCounter;
 use skillsearch_core::{GateEnv, Roots, SearchOptions};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -385,10 +384,7 @@ pub fn run(n_plugins: usize, as_json: bool) -> Result<()> {
         top_k: 2,
         ..SearchOptions::default()
     };
-    let mut managed = BTreeMap::new();
-    for (p, skills) in idx.activations()? {
-        managed.insert(p, skills.into_iter().map(|(id, _)| id).collect::<Vec<_>>());
-    }
+    let managed = idx.managed_plugins(&gate)?;
     let all_tokens: usize = tools
         .iter()
         .map(|t| {

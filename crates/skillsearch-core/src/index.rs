@@ -432,6 +432,26 @@ impl SkillIndex {
         Ok(out)
     }
 
+    /// Plugins *managed* on this machine: those some eligible skill activates, each with the ids
+    /// of those skills.
+    pub fn managed_plugins(
+        &self,
+        gate: &crate::gate::GateEnv,
+    ) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
+        let mut managed = std::collections::BTreeMap::new();
+        for (plugin, skills) in self.activations()? {
+            let ids: Vec<String> = skills
+                .into_iter()
+                .filter(|(_, m)| gate.check(m).is_ok())
+                .map(|(id, _)| id)
+                .collect();
+            if !ids.is_empty() {
+                managed.insert(plugin, ids);
+            }
+        }
+        Ok(managed)
+    }
+
     /// Changes whenever a refresh commits: answers computed for one generation stay valid
     /// until it changes.
     pub fn generation(&self) -> u64 {

@@ -321,6 +321,18 @@ impl Flags {
         self
     }
 
+    fn plugins(mut self, dirs: &[PathBuf]) -> Self {
+        if !dirs.is_empty() {
+            let joined = dirs
+                .iter()
+                .map(|p| p.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("\n");
+            self.0.push(("plugins".into(), joined));
+        }
+        self
+    }
+
     fn rank(self, r: &RankArgs) -> Self {
         self.set("name_weight", r.name_weight)
             .set("description_weight", r.description_weight)
@@ -545,15 +557,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
             plugins,
             json,
         } => {
-            let mut flags = Flags::default().roots(&roots).set("top_k", top_k);
-            if !plugins.is_empty() {
-                let joined = plugins
-                    .iter()
-                    .map(|p| p.to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                flags.0.push(("plugins".into(), joined));
-            }
+            let flags = Flags::default()
+                .roots(&roots)
+                .set("top_k", top_k)
+                .plugins(&plugins);
             let s = settings(&home, cfg, flags)?;
             let funnel = match &tools {
                 Some(path) => Some(tool_funnel(&home, &s, path)?),
@@ -592,15 +599,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
             top_k,
             json,
         } => {
-            let mut flags = Flags::default().roots(&roots).set("top_k", top_k);
-            if !plugins.is_empty() {
-                let joined = plugins
-                    .iter()
-                    .map(|p| p.to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                flags.0.push(("plugins".into(), joined));
-            }
+            let flags = Flags::default()
+                .roots(&roots)
+                .set("top_k", top_k)
+                .plugins(&plugins);
             let s = settings(&home, cfg, flags)?;
             cmd_plan(&mut out, &home, &s, &prompt, tools.as_deref(), json)
         }
@@ -671,17 +673,7 @@ fn cmd_plan(
     let search_ms = started.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     // Managed plugins: those some *eligible* skill activates.
-    let mut managed = BTreeMap::new();
-    for (plugin, skills) in idx.activations()? {
-        let ids: Vec<String> = skills
-            .into_iter()
-            .filter(|(_, m)| gate.check(m).is_ok())
-            .map(|(id, _)| id)
-            .collect();
-        if !ids.is_empty() {
-            managed.insert(plugin, ids);
-        }
-    }
+    let managed = idx.managed_plugins(&gate)?;
     let matched: Vec<Matched<'_>> = result
         .hits
         .iter()
@@ -1029,17 +1021,7 @@ fn tool_funnel(home: &Path, s: &Settings, tools: &Path) -> Result<(usize, usize,
         Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms)),
     )?;
     let gate = GateEnv::from_process();
-    let mut managed = BTreeMap::new();
-    for (p, skills) in idx.activations()? {
-        let ids: Vec<String> = skills
-            .into_iter()
-            .filter(|(_, m)| gate.check(m).is_ok())
-            .map(|(id, _)| id)
-            .collect();
-        if !ids.is_empty() {
-            managed.insert(p, ids);
-        }
-    }
+    let managed = idx.managed_plugins(&gate)?;
     let p = plan::plan(
         &[],
         &managed,

@@ -430,17 +430,7 @@ impl App {
                 let hits = idx
                     .search(&q, &options(&app2.settings, None, top_k), &app2.gate)?
                     .hits;
-                let mut managed = std::collections::BTreeMap::new();
-                for (p, skills) in idx.activations()? {
-                    let ids: Vec<String> = skills
-                        .into_iter()
-                        .filter(|(_, m)| app2.gate.check(m).is_ok())
-                        .map(|(id, _)| id)
-                        .collect();
-                    if !ids.is_empty() {
-                        managed.insert(p, ids);
-                    }
-                }
+                let managed = idx.managed_plugins(&app2.gate)?;
                 let matched: Vec<Matched<'_>> = hits
                     .iter()
                     .map(|h| Matched {
