@@ -403,13 +403,7 @@ pub fn run(n_plugins: usize, as_json: bool) -> Result<()> {
     for (prompt, need) in CONVERSATION {
         let hits = idx.search(prompt, &opts, &gate)?.hits;
         let t = Instant::now();
-        let matched: Vec<Matched<'_>> = hits
-            .iter()
-            .map(|h| Matched {
-                id: &h.qualified_id,
-                meta: &h.meta,
-            })
-            .collect();
+        let matched: Vec<Matched<'_>> = hits.iter().map(Matched::from).collect();
         let p = plan::plan(&matched, &managed, &[], &tools, &inventory, &counter);
         plan_us.push(t.elapsed().as_secs_f64() * 1e3);
         baseline += all_tokens;

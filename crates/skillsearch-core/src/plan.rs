@@ -298,6 +298,31 @@ pub struct Matched<'a> {
     pub meta: &'a SkillMeta,
 }
 
+impl<'a> From<&'a crate::search::Hit> for Matched<'a> {
+    fn from(h: &'a crate::search::Hit) -> Self {
+        Matched {
+            id: &h.qualified_id,
+            meta: &h.meta,
+        }
+    }
+}
+
+impl Plan {
+    /// The plan as surfaces report it (`plan --json`, the daemon's `/v1/plan`).
+    pub fn report(&self, matched_skills: &[&str]) -> Value {
+        json!({
+            "matched_skills": matched_skills,
+            "visible_tools": self.visible_tools,
+            "hidden_tools": self.hidden_tools,
+            "activated_plugins": self.activated_plugins,
+            "managed_plugins": self.managed_plugins,
+            "reasons": self.reasons,
+            "tokens": self.tokens,
+            "diagnostics": self.diagnostics,
+        })
+    }
+}
+
 /// Plans one turn. `managed` maps each plugin named by an *eligible* skill's `activates` to
 /// those skills; `extra_managed` adds plugins configuration manages explicitly. `tools` is the
 /// host's list this turn; when empty, every inventory tool is planned (names only).

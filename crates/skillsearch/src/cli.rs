@@ -301,15 +301,19 @@ fn home_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
 pub(crate) struct Flags(Vec<(String, String)>);
 
 impl Flags {
-    fn roots(mut self, r: &RootArgs) -> Self {
-        if !r.skills.is_empty() {
-            let joined = r
-                .skills
+    fn roots(self, r: &RootArgs) -> Self {
+        self.paths("skills", &r.skills)
+    }
+
+    /// A path-list key from a repeated flag (one path per line in the flag layer).
+    fn paths(mut self, key: &str, dirs: &[PathBuf]) -> Self {
+        if !dirs.is_empty() {
+            let joined = dirs
                 .iter()
                 .map(|p| p.to_string_lossy())
                 .collect::<Vec<_>>()
                 .join("\n");
-            self.0.push(("skills".into(), joined));
+            self.0.push((key.into(), joined));
         }
         self
     }
@@ -321,16 +325,8 @@ impl Flags {
         self
     }
 
-    fn plugins(mut self, dirs: &[PathBuf]) -> Self {
-        if !dirs.is_empty() {
-            let joined = dirs
-                .iter()
-                .map(|p| p.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("\n");
-            self.0.push(("plugins".into(), joined));
-        }
-        self
+    fn plugins(self, dirs: &[PathBuf]) -> Self {
+        self.paths("plugins", dirs)
     }
 
     fn rank(self, r: &RankArgs) -> Self {
@@ -674,31 +670,20 @@ fn cmd_plan(
     let t = Instant::now();
     // Managed plugins: those some *eligible* skill activates.
     let managed = idx.managed_plugins(&gate)?;
-    let matched: Vec<Matched<'_>> = result
-        .hits
-        .iter()
-        .map(|h| Matched {
-            id: &h.qualified_id,
-            meta: &h.meta,
-        })
-        .collect();
+    let matched: Vec<Matched<'_>> = result.hits.iter().map(Matched::from).collect();
     let mut p = plan::plan(&matched, &managed, &[], &tool_list, &inventory, &counter);
     let plan_ms = t.elapsed().as_secs_f64() * 1e3;
     p.diagnostics.append(&mut tool_diags);
     if json {
-        let v = serde_json::json!({
-            "prompt": prompt,
-            "matched_skills": result.hits.iter().map(|h| &h.qualified_id).collect::<Vec<_>>(),
-            "visible_tools": p.visible_tools,
-            "hidden_tools": p.hidden_tools,
-            "activated_plugins": p.activated_plugins,
-            "managed_plugins": p.managed_plugins,
-            "reasons": p.reasons,
-            "tokens": p.tokens,
-            "diagnostics": p.diagnostics,
-            "search_ms": search_ms,
-            "plan_ms": plan_ms,
-        });
+        let ids: Vec<&str> = result
+            .hits
+            .iter()
+            .map(|h| h.qualified_id.as_str())
+            .collect();
+        let mut v = p.report(&ids);
+        v["prompt"] = prompt.into();
+        v["search_ms"] = search_ms.into();
+        v["plan_ms"] = plan_ms.into();
         out.json(&v)?;
         return Ok(0);
     }

@@ -431,13 +431,7 @@ impl App {
                     .search(&q, &options(&app2.settings, None, top_k), &app2.gate)?
                     .hits;
                 let managed = idx.managed_plugins(&app2.gate)?;
-                let matched: Vec<Matched<'_>> = hits
-                    .iter()
-                    .map(|h| Matched {
-                        id: &h.qualified_id,
-                        meta: &h.meta,
-                    })
-                    .collect();
+                let matched: Vec<Matched<'_>> = hits.iter().map(Matched::from).collect();
                 let p = plan::plan(
                     &matched,
                     &managed,
@@ -481,17 +475,10 @@ impl App {
         });
         decision.elapsed_ms.insert("total".into(), ms(started));
         self.log(&decision);
-        Ok(json!({
-            "matched_skills": matched,
-            "visible_tools": p.visible_tools,
-            "hidden_tools": p.hidden_tools,
-            "activated_plugins": p.activated_plugins,
-            "managed_plugins": p.managed_plugins,
-            "reasons": p.reasons,
-            "tokens": p.tokens,
-            "diagnostics": p.diagnostics,
-            "elapsed_ms": ms(started),
-        }))
+        let ids: Vec<&str> = matched.iter().map(String::as_str).collect();
+        let mut v = p.report(&ids);
+        v["elapsed_ms"] = ms(started).into();
+        Ok(v)
     }
 
     fn health(&self) -> Value {

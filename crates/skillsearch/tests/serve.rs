@@ -16,12 +16,17 @@ struct Daemon {
 
 impl Daemon {
     fn start(home: &Path, skills: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_with_env(home, skills, extra, &[])
+    }
+
+    fn start_with_env(home: &Path, skills: &Path, extra: &[&str], env: &[(&str, &Path)]) -> Daemon {
         let mut child = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
             .arg("--home")
             .arg(home)
             .args(["serve", "--listen", "127.0.0.1:0", "--skills"])
             .arg(skills)
             .args(extra)
+            .envs(env.iter().copied())
             .env_remove("SKILLSEARCH_HOME")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -300,26 +305,13 @@ fn plan_endpoint_hides_managed_plugin_tools_on_unrelated_turns() {
         r#"{"id":"bigdata","contracts":{"tools":["bd_query"]}}"#,
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
-        .arg("--home")
-        .arg(&home)
-        .args(["serve", "--listen", "127.0.0.1:0", "--skills"])
-        .arg(&skills)
-        .env("SKILLSEARCH_PLUGINS_DIRS", tmp.path().join("plugins"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = serde_json::from_str::<Value>(&line).unwrap()["listening"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches("http://")
-        .to_owned();
-    let d = Daemon { child, addr };
+    let plugin_root = tmp.path().join("plugins");
+    let d = Daemon::start_with_env(
+        &home,
+        &skills,
+        &[],
+        &[("SKILLSEARCH_PLUGINS_DIRS", &plugin_root)],
+    );
     let tools = json!(["read", {"type": "function", "function": {"name": "bd_query", "description": "query", "parameters": {"type": "object"}}}]);
     let (st, v) = d.post(
         "/v1/plan",
