@@ -208,6 +208,30 @@ enum Command {
         #[command(subcommand)]
         command: LogCommand,
     },
+    /// Wire skillsearch into a host's own configuration (backup first, diff printed, idempotent)
+    Setup {
+        #[arg(value_enum)]
+        host: crate::setup::Host,
+        /// A skill root to serve; repeatable [default: the host's own skill roots]
+        #[arg(long = "skills", value_name = "DIR")]
+        skills: Vec<PathBuf>,
+        /// auto (inject every turn) or on_demand (skill_search / skill_read tools)
+        #[arg(long)]
+        mode: Option<String>,
+        /// Print the diff, write nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// A host-specific option, KEY=VALUE; repeatable (see the README's section for the host)
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+        options: Vec<(String, String)>,
+    },
+    /// Every gate that can leave the host integration silently inert, each with a one-line fix
+    Doctor {
+        #[arg(value_enum)]
+        host: crate::setup::Host,
+        #[arg(long)]
+        json: bool,
+    },
     /// The effective configuration, and its schema
     Config {
         #[command(subcommand)]
@@ -281,6 +305,13 @@ fn init_logging(verbose: u8) {
         .with_env_filter(filter)
         .with_target(false)
         .try_init();
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("`{s}` is not KEY=VALUE")),
+    }
 }
 
 fn home_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
@@ -622,6 +653,33 @@ fn dispatch(cli: Cli) -> Result<u8> {
             let s = settings(&home, cfg, Flags::default())?;
             cmd_log_tail(&mut out, &s, lines, json)
         }
+        Command::Setup {
+            host,
+            skills,
+            mode,
+            dry_run,
+            options,
+        } => {
+            if let Some(m) = mode.as_deref().filter(|m| !config::MODES.contains(m)) {
+                bail!(
+                    "--mode: `{m}` is not one of {}",
+                    config::MODES
+                        .iter()
+                        .map(|m| format!("`{m}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            let req = crate::setup::SetupRequest {
+                skills,
+                mode,
+                home,
+                binary: crate::setup::this_binary()?,
+                options,
+            };
+            crate::setup::run_setup(&mut out, host, &req, dry_run)
+        }
+        Command::Doctor { host, json } => crate::setup::run_doctor(&mut out, host, &home, json),
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

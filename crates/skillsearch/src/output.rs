@@ -5,13 +5,21 @@ use skillsearch_core::{Diagnostic, Severity};
 use std::io::Write;
 
 pub struct Out {
-    w: std::io::BufWriter<std::io::Stdout>,
+    w: std::io::BufWriter<Box<dyn Write>>,
 }
 
 impl Out {
     pub fn stdout() -> Self {
         Out {
-            w: std::io::BufWriter::new(std::io::stdout()),
+            w: std::io::BufWriter::new(Box::new(std::io::stdout())),
+        }
+    }
+
+    /// Discards everything (tests).
+    #[cfg(test)]
+    pub fn sink() -> Self {
+        Out {
+            w: std::io::BufWriter::new(Box::new(std::io::sink())),
         }
     }
 

@@ -1,0 +1,428 @@
+//! `skillsearch setup <host>` and `skillsearch doctor <host>`: wiring skillsearch into a host's own
+//! configuration, and finding every gate that would leave that wiring silently inert.
+//!
+//! Each host is one module that *plans* file changes ([`FileChange`]) and *checks* gates
+//! ([`Check`]). This module applies a plan the same way for every host: a unified diff on stdout,
+//! a timestamped backup of every file it replaces, an atomic write, `--dry-run`, and nothing
+//! written when nothing changes (so running setup twice is a no-op).
+
+use anyhow::{Context, Result, bail};
+use clap::ValueEnum;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+use crate::output::Out;
+
+pub mod openclaw;
+
+/// The hosts `setup` and `doctor` know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Host {
+    /// OpenClaw 2026.8+ (context engine, hook, tools) and ≤ 2026.7 (hook, tools)
+    Openclaw,
+}
+
+/// Plans the host's changes and applies them.
+pub fn run_setup(out: &mut Out, host: Host, req: &SetupRequest, dry_run: bool) -> Result<u8> {
+    let plan = match host {
+        Host::Openclaw => openclaw::setup(req)?,
+    };
+    apply(out, &plan, dry_run)?;
+    Ok(0)
+}
+
+/// Checks every gate of the host's integration.
+pub fn run_doctor(out: &mut Out, host: Host, home: &Path, json: bool) -> Result<u8> {
+    let checks = match host {
+        Host::Openclaw => openclaw::doctor(home)?,
+    };
+    report(out, host, &checks, json)
+}
+
+/// What every host's setup is given.
+pub struct SetupRequest {
+    /// Skill roots the user named; empty means the host's own roots.
+    pub skills: Vec<PathBuf>,
+    /// `auto` or `on_demand`, already validated; `None` keeps what the host has, else the default.
+    pub mode: Option<String>,
+    /// skillsearch's home (indexes, config).
+    pub home: PathBuf,
+    /// The binary hosts should run: this executable, made absolute.
+    pub binary: PathBuf,
+    /// Host-specific options given as `--set KEY=VALUE`.
+    pub options: Vec<(String, String)>,
+}
+
+/// One file a setup writes. `before` is `None` when the file does not exist yet.
+#[derive(Debug, Clone)]
+pub struct FileChange {
+    pub path: PathBuf,
+    pub before: Option<String>,
+    pub after: String,
+    /// Unix permission bits for a new file (scripts), if not the default.
+    pub executable: bool,
+}
+
+impl FileChange {
+    /// A change to `path` whose new content is `after`; reads the current content.
+    pub fn to(path: impl Into<PathBuf>, after: String) -> Result<Self> {
+        let path = path.into();
+        let before = read_optional(&path)?;
+        Ok(FileChange {
+            path,
+            before,
+            after,
+            executable: false,
+        })
+    }
+
+    pub fn changes(&self) -> bool {
+        self.before.as_deref() != Some(self.after.as_str())
+    }
+}
+
+/// A setup plan: the files, and what a person should know afterwards.
+#[derive(Default)]
+pub struct SetupPlan {
+    pub changes: Vec<FileChange>,
+    /// Lines printed after the diff (what was chosen and why, what to run next).
+    pub notes: Vec<String>,
+}
+
+/// Reads a file that may not exist yet.
+pub fn read_optional(path: &Path) -> Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Shows the plan as a diff and, unless `dry_run`, writes it: every replaced file is first copied
+/// to `<file>.skillsearch-backup-<UTC timestamp>`, and every write is atomic (temp file + rename).
+pub fn apply(out: &mut Out, plan: &SetupPlan, dry_run: bool) -> Result<()> {
+    let pending: Vec<&FileChange> = plan.changes.iter().filter(|c| c.changes()).collect();
+    if pending.is_empty() {
+        out.line("Already set up: nothing to change.")?;
+    }
+    let stamp = timestamp();
+    for c in &pending {
+        out.line(&unified_diff(c))?;
+    }
+    if !dry_run {
+        for c in &pending {
+            write_change(c, &stamp)?;
+        }
+    }
+    if !pending.is_empty() {
+        let verb = if dry_run { "Would write" } else { "Wrote" };
+        for c in &pending {
+            let backup = match (&c.before, dry_run) {
+                (Some(_), false) => {
+                    format!(" (backup: {})", backup_path(&c.path, &stamp).display())
+                }
+                _ => String::new(),
+            };
+            out.line(&format!("{verb} {}{backup}", c.path.display()))?;
+        }
+    }
+    if dry_run && !pending.is_empty() {
+        out.line("Dry run: nothing was written.")?;
+    }
+    for n in &plan.notes {
+        out.line(n)?;
+    }
+    Ok(())
+}
+
+fn backup_path(path: &Path, stamp: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".skillsearch-backup-{stamp}"));
+    path.with_file_name(name)
+}
+
+fn write_change(c: &FileChange, stamp: &str) -> Result<()> {
+    let dir = c
+        .path
+        .parent()
+        .with_context(|| format!("{} has no parent directory", c.path.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    if c.before.is_some() {
+        let b = backup_path(&c.path, stamp);
+        std::fs::copy(&c.path, &b)
+            .with_context(|| format!("cannot back up {} to {}", c.path.display(), b.display()))?;
+    }
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    std::io::Write::write_all(&mut tmp, c.after.as_bytes())
+        .with_context(|| format!("cannot write {}", c.path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = if c.executable { 0o755 } else { 0o644 };
+        let mode = match std::fs::metadata(&c.path) {
+            Ok(m) if !c.executable => m.permissions().mode() & 0o7777,
+            _ => mode,
+        };
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))?;
+    }
+    tmp.persist(&c.path)
+        .with_context(|| format!("cannot replace {}", c.path.display()))?;
+    Ok(())
+}
+
+/// `YYYYMMDDTHHMMSSZ`, UTC, from the system clock.
+fn timestamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+fn unified_diff(c: &FileChange) -> String {
+    let before = c.before.as_deref().unwrap_or("");
+    let old = if c.before.is_some() {
+        c.path.display().to_string()
+    } else {
+        "/dev/null".to_string()
+    };
+    similar::TextDiff::from_lines(before, c.after.as_str())
+        .unified_diff()
+        .context_radius(3)
+        .header(&old, &c.path.display().to_string())
+        .to_string()
+}
+
+/// Sets `value` at a dotted path of object keys, creating objects on the way. Fails when a
+/// non-object sits on the path (the user's config is not what we expect; say where).
+pub fn set_path(root: &mut Value, path: &[&str], value: Value) -> Result<()> {
+    let (last, parents) = path.split_last().context("empty config path")?;
+    let mut cur = root;
+    for (i, key) in parents.iter().enumerate() {
+        if !cur.is_object() {
+            bail!("`{}` is not an object", path[..i].join("."));
+        }
+        cur = cur
+            .as_object_mut()
+            .expect("checked")
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    match cur.as_object_mut() {
+        Some(o) => {
+            o.insert(last.to_string(), value);
+            Ok(())
+        }
+        None => bail!("`{}` is not an object", parents.join(".")),
+    }
+}
+
+/// The value at a dotted path of object keys, if every step exists.
+pub fn get_path<'a>(root: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(root, |v, k| v.get(*k))
+}
+
+/// Pretty JSON with a trailing newline, the way hosts' own tools write their configs.
+pub fn to_json_text(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("a Value always serialises");
+    s.push('\n');
+    s
+}
+
+/// One gate `doctor` checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Short name of the gate, stable for scripts.
+    pub name: &'static str,
+    pub status: Status,
+    /// What was found, naming the file or key.
+    pub detail: String,
+    /// One line that fixes it, when not `ok`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Check {
+    pub fn ok(name: &'static str, detail: impl Into<String>) -> Self {
+        Check {
+            name,
+            status: Status::Ok,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+    pub fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Check {
+            name,
+            status: Status::Warn,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+    pub fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Check {
+            name,
+            status: Status::Fail,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// Prints the checks; exit code 0 when none failed, 1 otherwise (warnings do not fail).
+pub fn report(out: &mut Out, host: Host, checks: &[Check], json: bool) -> Result<u8> {
+    let failed = checks.iter().any(|c| c.status == Status::Fail);
+    if json {
+        out.json(&serde_json::json!({
+            "host": host,
+            "ok": !failed,
+            "checks": checks,
+        }))?;
+    } else {
+        for c in checks {
+            let tag = match c.status {
+                Status::Ok => "ok  ",
+                Status::Warn => "warn",
+                Status::Fail => "FAIL",
+            };
+            out.line(&format!("{tag}  {:<28} {}", c.name, c.detail))?;
+            if let Some(fix) = &c.fix {
+                out.line(&format!("      {:<28} fix: {fix}", ""))?;
+            }
+        }
+        let (w, f) = checks.iter().fold((0, 0), |(w, f), c| match c.status {
+            Status::Warn => (w + 1, f),
+            Status::Fail => (w, f + 1),
+            Status::Ok => (w, f),
+        });
+        out.line(&format!(
+            "{} checks: {} failed, {} warnings",
+            checks.len(),
+            f,
+            w
+        ))?;
+    }
+    Ok(u8::from(failed))
+}
+
+/// This executable as an absolute path, for hosts that run it.
+pub fn this_binary() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the path of this skillsearch binary")?;
+    Ok(exe.canonicalize().unwrap_or(exe))
+}
+
+/// Finds `name` on `PATH`, as a host would.
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+pub fn is_executable(p: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    }
+    #[cfg(not(unix))]
+    {
+        p.is_file()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn set_path_creates_objects_and_refuses_scalars() {
+        let mut v = json!({"plugins": {"entries": {}}});
+        set_path(&mut v, &["plugins", "entries", "x", "enabled"], json!(true)).unwrap();
+        assert_eq!(v["plugins"]["entries"]["x"]["enabled"], json!(true));
+        let mut bad = json!({"plugins": 3});
+        let err = set_path(&mut bad, &["plugins", "slots", "a"], json!(1)).unwrap_err();
+        assert!(
+            err.to_string().contains("`plugins` is not an object"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn timestamps_are_civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_788), (2026, 12, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn apply_backs_up_writes_and_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cfg.json");
+        std::fs::write(&p, "{}\n").unwrap();
+        let plan = SetupPlan {
+            changes: vec![FileChange::to(&p, "{\"a\": 1}\n".into()).unwrap()],
+            notes: vec![],
+        };
+        let mut out = Out::sink();
+        apply(&mut out, &plan, true).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{}\n",
+            "dry run wrote"
+        );
+        apply(&mut out, &plan, false).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\": 1}\n");
+        let backups: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .contains("skillsearch-backup")
+            })
+            .collect();
+        assert_eq!(backups.len(), 1);
+        assert_eq!(std::fs::read_to_string(backups[0].path()).unwrap(), "{}\n");
+        let again = SetupPlan {
+            changes: vec![FileChange::to(&p, "{\"a\": 1}\n".into()).unwrap()],
+            notes: vec![],
+        };
+        assert!(!again.changes[0].changes());
+    }
+}
