@@ -70,6 +70,16 @@ pub const MAX_LISTED_FILES: usize = 200;
 /// Folders whose files `skill_read` lists.
 pub const LISTED_DIRS: &[&str] = &["references", "scripts", "assets", "examples"];
 
+/// Both tools as hosts that take plain definitions want them (`name`, `description`,
+/// `parameters`), plus `unavailable`: the reply a host adapter gives when it cannot reach the
+/// engine.
+pub fn tool_definitions() -> Value {
+    json!([
+        {"name": SKILL_SEARCH, "description": SKILL_SEARCH_DESCRIPTION, "parameters": skill_search_schema(), "unavailable": UNAVAILABLE_REPLY},
+        {"name": SKILL_READ, "description": SKILL_READ_DESCRIPTION, "parameters": skill_read_schema(), "unavailable": UNAVAILABLE_REPLY},
+    ])
+}
+
 /// `{"type":"object","properties":{"query":…},"required":["query"],"additionalProperties":false}`.
 pub fn skill_search_schema() -> Value {
     json!({

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use skillsearch_core::config::{Mode, Settings};
 use skillsearch_core::decision_log::{Decision, DecisionLog};
 use skillsearch_core::deliver::{self, RenderOptions};
+use skillsearch_core::frontmatter::SkillMeta;
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::tokens::TokenCounter;
 use skillsearch_core::{GateEnv, Roots, tools};
@@ -124,7 +125,13 @@ struct RetrieveReq {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PlanReq {
+    #[serde(default)]
     query: String,
+    /// Skills already matched this session (ids from earlier results, e.g. `local/pdf` or
+    /// `pdf`). When given, these are the matched skills and `query` is not searched: on_demand
+    /// hosts activate plugins from what `skill_search` / `skill_read` returned.
+    #[serde(default)]
+    matched: Option<Vec<String>>,
     /// The host's tools this turn: names, or OpenAI-style function schemas.
     #[serde(default)]
     tools: Value,
@@ -423,15 +430,46 @@ impl App {
         let ws = self.workspace(roots);
         let app = self.clone();
         let q = query.clone();
+        let given = req.matched.clone();
         let work = async move {
             let idx = app.index(&ws).await?;
             let app2 = app.clone();
             tokio::task::spawn_blocking(move || {
-                let hits = idx
-                    .search(&q, &options(&app2.settings, None, top_k), &app2.gate)?
-                    .hits;
                 let managed = idx.managed_plugins(&app2.gate)?;
-                let matched: Vec<Matched<'_>> = hits.iter().map(Matched::from).collect();
+                let (metas, ids): (Vec<(String, SkillMeta)>, Vec<String>) = match given {
+                    Some(given) => {
+                        let wanted: std::collections::BTreeSet<&str> = given
+                            .iter()
+                            .map(|id| id.strip_prefix("local/").unwrap_or(id))
+                            .collect();
+                        let mut metas: Vec<(String, SkillMeta)> = Vec::new();
+                        for (_, skills) in idx.activations()? {
+                            for (id, meta) in skills {
+                                if wanted.contains(id.as_str())
+                                    && app2.gate.check(&meta).is_ok()
+                                    && !metas.iter().any(|(m, _)| *m == id)
+                                {
+                                    metas.push((id, meta));
+                                }
+                            }
+                        }
+                        (metas, given)
+                    }
+                    None => {
+                        let hits = idx
+                            .search(&q, &options(&app2.settings, None, top_k), &app2.gate)?
+                            .hits;
+                        let ids = hits.iter().map(|h| h.qualified_id.clone()).collect();
+                        (
+                            hits.into_iter().map(|h| (h.qualified_id, h.meta)).collect(),
+                            ids,
+                        )
+                    }
+                };
+                let matched: Vec<Matched<'_>> = metas
+                    .iter()
+                    .map(|(id, meta)| Matched { id, meta })
+                    .collect();
                 let p = plan::plan(
                     &matched,
                     &managed,
@@ -440,7 +478,6 @@ impl App {
                     &app2.inventory,
                     &app2.counter,
                 );
-                let ids: Vec<String> = hits.iter().map(|h| h.qualified_id.clone()).collect();
                 anyhow::Ok((p, ids))
             })
             .await?

@@ -83,10 +83,33 @@ impl FileChange {
     }
 }
 
+/// A host command a setup runs after writing its files (the host's own installer, say).
+#[derive(Debug, Clone)]
+pub struct Command {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Why it runs, printed beside it.
+    pub why: String,
+}
+
+impl Command {
+    fn display(&self) -> String {
+        let mut s = self.program.display().to_string();
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(a);
+        }
+        s
+    }
+}
+
 /// A setup plan: the files, and what a person should know afterwards.
 #[derive(Default)]
 pub struct SetupPlan {
     pub changes: Vec<FileChange>,
+    /// Run in order after the files are written; skipped (and printed) on a dry run.
+    pub commands: Vec<Command>,
     /// Lines printed after the diff (what was chosen and why, what to run next).
     pub notes: Vec<String>,
 }
@@ -128,8 +151,30 @@ pub fn apply(out: &mut Out, plan: &SetupPlan, dry_run: bool) -> Result<()> {
             out.line(&format!("{verb} {}{backup}", c.path.display()))?;
         }
     }
-    if dry_run && !pending.is_empty() {
-        out.line("Dry run: nothing was written.")?;
+    for c in &plan.commands {
+        if dry_run {
+            out.line(&format!("Would run: {} ({})", c.display(), c.why))?;
+            continue;
+        }
+        out.line(&format!("Running: {} ({})", c.display(), c.why))?;
+        let res = std::process::Command::new(&c.program)
+            .args(&c.args)
+            .envs(c.env.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run {}", c.program.display()))?;
+        if !res.status.success() {
+            bail!(
+                "`{}` failed ({}): {}{}",
+                c.display(),
+                res.status,
+                String::from_utf8_lossy(&res.stderr).trim(),
+                String::from_utf8_lossy(&res.stdout).trim()
+            );
+        }
+    }
+    if dry_run && (!pending.is_empty() || !plan.commands.is_empty()) {
+        out.line("Dry run: nothing was written or run.")?;
     }
     for n in &plan.notes {
         out.line(n)?;
@@ -397,7 +442,7 @@ mod tests {
         std::fs::write(&p, "{}\n").unwrap();
         let plan = SetupPlan {
             changes: vec![FileChange::to(&p, "{\"a\": 1}\n".into()).unwrap()],
-            notes: vec![],
+            ..Default::default()
         };
         let mut out = Out::sink();
         apply(&mut out, &plan, true).unwrap();
@@ -421,7 +466,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(backups[0].path()).unwrap(), "{}\n");
         let again = SetupPlan {
             changes: vec![FileChange::to(&p, "{\"a\": 1}\n".into()).unwrap()],
-            notes: vec![],
+            ..Default::default()
         };
         assert!(!again.changes[0].changes());
     }
