@@ -90,11 +90,14 @@ impl Decision {
                 score: h.score,
             })
             .collect();
-        self.dropped = r
-            .dropped
-            .iter()
-            .map(|d| format!("{}: {}", d.id, d.exclusion.reason))
-            .collect();
+        self.dropped =
+            r.dropped
+                .iter()
+                .map(|d| format!("{}: {}", d.id, d.exclusion.reason))
+                .chain(r.off_topic.iter().map(|id| {
+                    format!("{id}: shares too few words with the query (relevance guard)")
+                }))
+                .collect();
         self.injected_chars = r.chars;
         self.injected_tokens = r.tokens.unwrap_or_else(|| r.text.len().div_ceil(4));
         self.elapsed_ms.insert("search".into(), round3(r.search_ms));

@@ -32,6 +32,9 @@ pub struct RenderOptions {
     pub token_budget: Option<usize>,
     /// Installed plugins' directories, for `{plugins.<id>}` in skill bodies.
     pub plugin_dirs: std::collections::BTreeMap<String, std::path::PathBuf>,
+    /// Inject only hits that pass the lexical relevance guard ([`crate::relevance`]): on for
+    /// blocks injected every turn, off where the model asked (`skill_search`).
+    pub relevance_guard: bool,
 }
 
 /// What one retrieval found and rendered.
@@ -45,6 +48,8 @@ pub struct Retrieval {
     pub dropped: Vec<Dropped>,
     /// Skills left out whole to fit the token budget.
     pub over_budget: Vec<String>,
+    /// Hits the relevance guard held back: they share too few words with the query.
+    pub off_topic: Vec<String>,
     /// Characters of `text` (UTF-16 units, as JavaScript hosts count them).
     pub chars: usize,
     /// Tokens of `text`, when the budget check counted them (exactly or by estimate, as the
@@ -69,7 +74,17 @@ pub fn retrieve(
     let t = Instant::now();
     let mut kept = Vec::with_capacity(result.hits.len());
     let mut skills = Vec::with_capacity(result.hits.len());
+    let mut off_topic = Vec::new();
+    let guard = render_opts
+        .relevance_guard
+        .then(|| crate::relevance::Guard::new(query));
     for hit in result.hits {
+        if let Some(g) = &guard
+            && !g.check(&hit.name, &hit.description).passed
+        {
+            off_topic.push(hit.qualified_id.clone());
+            continue;
+        }
         let loaded = corpus::load(&hit.path, corpus::DEFAULT_MAX_FILE_BYTES);
         if !loaded.valid {
             continue;
@@ -99,6 +114,7 @@ pub fn retrieve(
         hits,
         dropped: result.dropped,
         over_budget: rendered.over_budget,
+        off_topic,
         search_ms,
         render_ms: t.elapsed().as_secs_f64() * 1e3,
     })

@@ -16,6 +16,7 @@ pub mod frontmatter;
 pub mod gate;
 pub mod index;
 pub mod plan;
+pub mod relevance;
 pub mod render;
 pub mod search;
 pub mod tokens;

@@ -114,7 +114,12 @@ pub fn skill_search(
     if query.trim().is_empty() {
         return (EMPTY_QUERY_REPLY.to_owned(), None);
     }
-    match deliver::retrieve(index, query, opts, gate, render_opts, counter) {
+    // The model asked: give it the best matches, however weak; it judges them.
+    let ro = RenderOptions {
+        relevance_guard: false,
+        ..render_opts.clone()
+    };
+    match deliver::retrieve(index, query, opts, gate, &ro, counter) {
         Ok(r) if r.text.is_empty() => (miss_reply(query), Some(r)),
         Ok(r) => (r.text.clone(), Some(r)),
         Err(e) => {

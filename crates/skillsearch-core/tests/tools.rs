@@ -118,6 +118,7 @@ fn search(lib: &Lib, q: &str) -> String {
         heading: "# Skills".into(),
         token_budget: Some(8000),
         plugin_dirs: Default::default(),
+        relevance_guard: true,
     };
     tools::skill_search(
         &lib.idx,

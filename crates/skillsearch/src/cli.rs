@@ -447,6 +447,7 @@ pub(crate) fn render_options(s: &Settings) -> RenderOptions {
             .into_values()
             .map(|p| (p.id, p.dir))
             .collect(),
+        relevance_guard: true,
     }
 }
 

@@ -768,6 +768,7 @@ pub fn run(
                 .values()
                 .map(|p| (p.id.clone(), p.dir.clone()))
                 .collect(),
+            relevance_guard: true,
         },
         cache: Mutex::new(AnswerCache::default()),
         inventory,

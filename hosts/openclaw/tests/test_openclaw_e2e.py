@@ -112,7 +112,9 @@ def oc(tmp_path_factory):
     root = tmp_path_factory.mktemp("openclaw")
     with FakeModel() as fm:
         o = OpenClaw(root, fm)
-        skills = root / "skills"
+        # In the agent's workspace: OpenClaw lists them itself, and skillsearch serves OpenClaw's
+        # own roots by default.
+        skills = o.ws / "skills"
         write(skills / "quarterly-decks" / "SKILL.md", f"""
             ---
             name: quarterly-decks
@@ -156,8 +158,8 @@ def oc(tmp_path_factory):
 
 
 def test_setup_is_idempotent_and_doctor_green(oc):
-    oc.skillsearch("setup", "openclaw", "--mode", "auto", "--skills", str(oc.skills))
-    again = oc.skillsearch("setup", "openclaw", "--mode", "auto", "--skills", str(oc.skills))
+    oc.skillsearch("setup", "openclaw", "--mode", "auto")
+    again = oc.skillsearch("setup", "openclaw", "--mode", "auto")
     assert "Already set up: nothing to change." in again.stdout, again.stdout
     doc = oc.skillsearch("doctor", "openclaw", "--json", check=False)
     report = json.loads(doc.stdout)
@@ -236,7 +238,7 @@ def test_doctor_names_the_fix_for_a_removed_gate(oc):
 
 
 def test_p2_on_demand_search_tool_result_carries_the_fact(oc):
-    oc.skillsearch("setup", "openclaw", "--mode", "on_demand", "--skills", str(oc.skills))
+    oc.skillsearch("setup", "openclaw", "--mode", "on_demand")
     oc.fm.plan = [("skill_search", {"query": DECK_PROMPT})]
     try:
         p, reqs = oc.turn(DECK_PROMPT)
@@ -249,3 +251,21 @@ def test_p2_on_demand_search_tool_result_carries_the_fact(oc):
     assert FACT not in json.dumps(first), "on_demand must not inject"
     tool_msgs = [m for m in second["messages"] if m.get("role") == "tool"]
     assert tool_msgs and FACT in json.dumps(tool_msgs), "the tool result lacks the skill's fact"
+
+
+def test_catalog_handover_shrinks_the_system_prompt(oc):
+    """OpenClaw lists every skill in every system prompt; after the handover it lists only its
+    always-on skills and skillsearch serves the rest."""
+    _, before = oc.turn("Please greet me in one short sentence.")
+    oc.skillsearch("setup", "openclaw", "--set", "catalog=handover")
+    try:
+        _, after = oc.turn("Please greet me in one short sentence.")
+        b, a = system_of(before[0]), system_of(after[0])
+        nb, na = b.count("<skill>"), a.count("<skill>")
+        print(f"\nsystem prompt: {len(b)} -> {len(a)} characters; catalog entries {nb} -> {na}")
+        assert nb > na and len(a) < len(b), (nb, na, len(b), len(a))
+        assert "quarterly-decks" in b and "quarterly-decks" not in a
+        # The tools that reach those skills are still there.
+        assert "skill_search" in tools_of(after[0])
+    finally:
+        oc.edit(lambda c: c["agents"]["defaults"].pop("skills", None))

@@ -117,7 +117,71 @@ pub fn read_config(path: &Path) -> Result<(Option<String>, Value)> {
 }
 
 fn known_options() -> &'static [&'static str] {
-    &["config", "state_dir", "openclaw"]
+    &["config", "state_dir", "openclaw", "catalog"]
+}
+
+/// OpenClaw's own skill roots for the default agent, highest precedence first (the order of
+/// OpenClaw 2026.9's loader; the plugin computes the same list at run time).
+pub fn openclaw_roots(cfg: &Value, paths: &Paths, openclaw: Option<&Path>) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    let ws = get_path(cfg, &["agents", "defaults", "workspace"])
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| paths.state.join("workspace"));
+    roots.push(ws.join("skills"));
+    roots.push(ws.join(".agents").join("skills"));
+    if std::env::var_os("OPENCLAW_STATE_DIR").is_none()
+        && let Some(h) = std::env::var_os("HOME")
+    {
+        roots.push(PathBuf::from(h).join(".agents").join("skills"));
+    }
+    roots.push(paths.state.join("skills"));
+    if let Some(pkg) = openclaw.and_then(package_dir) {
+        roots.push(pkg.join("skills"));
+        roots.push(pkg.join("custodian-skills"));
+    }
+    for d in get_path(cfg, &["skills", "load", "extraDirs"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        roots.push(PathBuf::from(d));
+    }
+    roots.push(paths.state.join("plugin-skills"));
+    let mut seen = std::collections::HashSet::new();
+    roots.retain(|r| r.is_dir() && seen.insert(r.clone()));
+    roots
+}
+
+/// The `openclaw` package directory behind its launcher (`…/node_modules/.bin/openclaw` links
+/// to `…/node_modules/openclaw/openclaw.mjs`).
+fn package_dir(bin: &Path) -> Option<PathBuf> {
+    let real = bin.canonicalize().ok()?;
+    real.ancestors()
+        .find(|d| {
+            std::fs::read_to_string(d.join("package.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .is_some_and(|v| v["name"] == "openclaw")
+        })
+        .map(Path::to_path_buf)
+}
+
+/// Names of the skills OpenClaw always lists (`metadata.openclaw.always: true`).
+fn always_skills(roots: &[PathBuf]) -> Vec<String> {
+    let (files, _) = skillsearch_core::corpus::discover(&skillsearch_core::Roots::explicit(
+        roots.iter().cloned(),
+    ));
+    let mut names: Vec<String> = files
+        .iter()
+        .map(|f| skillsearch_core::corpus::load(&f.path, 1 << 20))
+        .filter(|s| s.valid && s.meta.openclaw.always)
+        .map(|s| s.meta.name)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// The plan: plugin files under `<home>/openclaw/plugin`, and OpenClaw's config edited to load,
@@ -205,6 +269,36 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
         &[entry[0], entry[1], entry[2], "config"],
         Value::Object(pc),
     )?;
+    let openclaw = req
+        .options
+        .iter()
+        .find(|(k, _)| k == "openclaw")
+        .map(|(_, v)| PathBuf::from(v))
+        .or_else(|| super::on_path("openclaw"));
+    match req
+        .options
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "catalog")
+        .map(|(_, v)| v.as_str())
+    {
+        None | Some("keep") => {}
+        Some("handover") => {
+            // OpenClaw lists only what this allowlist names; skillsearch serves the rest per
+            // turn. Skills OpenClaw always lists stay listed.
+            let roots = openclaw_roots(&cfg, &paths, openclaw.as_deref());
+            let always = always_skills(&roots);
+            plan.notes.push(format!(
+                "Catalog handed over: agents.defaults.skills = {:?} ({} always-on skills stay in OpenClaw's own list; remove the key to list every skill again). Agents with their own agents.entries.*.skills keep their list.",
+                always,
+                always.len()
+            ));
+            set_path(&mut cfg, &["agents", "defaults", "skills"], json!(always))?;
+        }
+        Some(other) => bail!(
+            "--set catalog={other}: use `handover` (OpenClaw stops listing skills that skillsearch serves) or `keep`"
+        ),
+    }
     let after = to_json_text(&cfg);
     let config_change = FileChange {
         path: paths.config.clone(),
@@ -220,12 +314,6 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
             paths.config.display()
         ));
     }
-    let openclaw = req
-        .options
-        .iter()
-        .find(|(k, _)| k == "openclaw")
-        .map(|(_, v)| PathBuf::from(v))
-        .or_else(|| super::on_path("openclaw"));
     // OpenClaw records consent and provenance for the exact files it installed: rerun its
     // installer whenever they change, or when this config never loaded them.
     if files_change || !was_loaded {
