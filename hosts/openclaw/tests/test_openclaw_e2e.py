@@ -152,7 +152,10 @@ def oc(tmp_path_factory):
                 async execute() { return { content: [{ type: "text", text: "no rows" }], details: {} }; } });
             } };
             """)
-        o.run("openclaw", "plugins", "install", "-l", str(demo), "--force", "--accept-capabilities")
+        version = o.run("openclaw", "--version").stdout.split()[1]
+        o.version = tuple(int(x) for x in version.split(".")[:2])
+        consent = ["--force", "--accept-capabilities"] if o.version >= (2026, 8) else []
+        o.run("openclaw", "plugins", "install", "-l", str(demo), *consent)
         o.skills = skills
         yield o
 
@@ -174,9 +177,26 @@ def test_p1_p6_auto_injects_the_skill_and_shows_activated_tools(oc):
     body = reqs[0]
     system = system_of(body)
     assert FACT in system, "the retrieved skill's fact is not in the system prompt"
-    # Between OpenClaw's stable (cacheable) block and its per-turn dynamic block.
-    assert system.index("<!-- /openclaw:attempt:STABLE -->") < system.index(FACT) < system.index("<!-- openclaw:attempt:DYNAMIC -->")
+    if oc.version >= (2026, 8):
+        # Between OpenClaw's stable (cacheable) block and its per-turn dynamic block.
+        assert system.index("<!-- /openclaw:attempt:STABLE -->") < system.index(FACT) < system.index("<!-- openclaw:attempt:DYNAMIC -->")
     assert offers(body, "warehouse_query"), "the activated plugin's tool is missing on its turn"
+
+
+def test_p1_auto_without_our_context_engine_uses_the_prompt_hook(oc):
+    # The slot names another engine (or the host has none): the hook prepends the skills to
+    # the current user message instead.
+    oc.edit(lambda c: c["plugins"]["slots"].update(contextEngine="legacy"))
+    try:
+        p, reqs = oc.turn(DECK_PROMPT)
+    finally:
+        oc.edit(lambda c: c["plugins"]["slots"].update(contextEngine="skillsearch"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    body = reqs[0]
+    assert FACT not in system_of(body)
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    current = json.dumps([m for m in users if DECK_PROMPT in json.dumps(m)])
+    assert FACT in current, "the prompt hook did not prepend the skill to the user message"
 
 
 def test_p3_unrelated_prompt_injects_nothing_and_hides_managed_tools(oc):
@@ -185,7 +205,9 @@ def test_p3_unrelated_prompt_injects_nothing_and_hides_managed_tools(oc):
     body = reqs[0]
     assert FACT not in json.dumps(body)
     assert "Reference material retrieved from the local skill library" not in json.dumps(body)
-    assert not offers(body, "warehouse_query"), "a managed plugin's tool leaked into an unrelated turn"
+    if oc.version >= (2026, 8):
+        # toolsAllow arrived in 2026.8; before it a hook cannot narrow the tools.
+        assert not offers(body, "warehouse_query"), "a managed plugin's tool leaked into an unrelated turn"
     assert "read" in tools_of(body), "core tools must stay"
 
 

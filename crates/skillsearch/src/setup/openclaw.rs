@@ -317,14 +317,22 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     // OpenClaw records consent and provenance for the exact files it installed: rerun its
     // installer whenever they change, or when this config never loaded them.
     if files_change || !was_loaded {
-        let args = vec![
+        let mut args = vec![
             "plugins".to_string(),
             "install".into(),
             "-l".into(),
             dir_text.clone(),
-            "--force".into(),
-            "--accept-capabilities".into(),
         ];
+        // 2026.8+ wants --force for a source outside ClawHub and --accept-capabilities for
+        // consent; 2026.7 rejects both next to --link.
+        if openclaw
+            .as_deref()
+            .and_then(openclaw_version)
+            .is_none_or(|v| v >= (2026, 8))
+        {
+            args.push("--force".into());
+            args.push("--accept-capabilities".into());
+        }
         match openclaw {
             Some(bin) => plan.commands.push(super::Command {
                 program: bin,
@@ -349,6 +357,23 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
         }
     ));
     Ok(plan)
+}
+
+/// `(year, month)` of the OpenClaw release behind `bin` (`openclaw --version` prints
+/// `OpenClaw 2026.9.6 (eb377ac)`).
+pub fn openclaw_version(bin: &Path) -> Option<(u32, u32)> {
+    let out = std::process::Command::new(bin)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    parse_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let v = text.split_whitespace().find(|w| w.starts_with("20"))?;
+    let mut parts = v.split(['.', '-']);
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 pub fn plugin_dir(home: &Path) -> PathBuf {
@@ -901,6 +926,19 @@ mod tests {
             TOOLS_JSON, want,
             "hosts/openclaw/tools.json is stale; write this:\n{want}"
         );
+    }
+
+    #[test]
+    fn versions_parse() {
+        assert_eq!(
+            parse_version("OpenClaw 2026.9.6 (eb377ac)\n"),
+            Some((2026, 9))
+        );
+        assert_eq!(
+            parse_version("OpenClaw 2026.7.35 (aa94808) — All your chats"),
+            Some((2026, 7))
+        );
+        assert_eq!(parse_version("garbage"), None);
     }
 
     #[test]
