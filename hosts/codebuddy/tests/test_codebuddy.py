@@ -109,3 +109,26 @@ def test_p5_engine_missing_the_turn_completes(tmp_path):
             os.remove(ws.binary)
             turn(ws, fm, QUERY, f"p5-missing-{mode}")
         assert FACT not in e2e.text_of([q["body"] for q in fm.model_requests()])
+
+
+def test_plugin_dir_mcp_server(tmp_path):
+    """The WorkBuddy-shaped plugin under hosts/codebuddy/plugin: its MCP server starts from
+    --plugin-dir and answers through ToolSearch (its hooks do not fire in 2.163.0, hence the
+    settings.json hook that setup writes)."""
+    ws = e2e.workspace(tmp_path)
+    plugin = Path(__file__).resolve().parent.parent / "plugin"
+    with FakeModel(tools=PLAN) as fm:
+        prepare(ws, fm, "auto")  # models.json; the settings hook is then removed below
+        (ws.home / ".codebuddy" / "settings.json").write_text("{}")
+        cb = e2e.host_bin("CODEBUDDY_BIN")
+        p = e2e.timed(
+            HOST,
+            "plugin-on_demand",
+            [cb, "-p", QUERY, "--model", "fake-model", "-y", "--output-format", "json",
+             "--plugin-dir", str(plugin)],
+            cwd=ws.project,
+            env=ws.env(SKILLSEARCH_BIN=ws.binary, SKILLSEARCH_MODE="on_demand",
+                       SKILLSEARCH_SKILLS_DIRS=str(ws.skills)),
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+    e2e.assert_searched(fm, "DeferExecuteTool")
