@@ -93,7 +93,9 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     if w.auto() {
         wiring::remove_path(&mut state, &["mcpServers", SERVER])?;
     } else {
-        let entry = json!({"type": "stdio", "command": w.binary.to_string_lossy(), "args": w.mcp_args(), "env": {}});
+        // `alwaysLoad`: `claude -p` connects MCP servers in the background and may send the
+        // first request before the tools are listed; an always-loaded server is awaited.
+        let entry = json!({"type": "stdio", "command": w.binary.to_string_lossy(), "args": w.mcp_args(), "env": {}, "alwaysLoad": true});
         super::set_path(&mut state, &["mcpServers", SERVER], entry)?;
     }
     let mut plan = SetupPlan::default();
@@ -140,10 +142,19 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
         );
     }
     if found.server.is_some() {
-        checks.push(Check::ok(
-            "mcp-server",
-            format!("mcpServers.{SERVER} in {}", paths.state.display()),
-        ));
+        let always = get_path(&state, &["mcpServers", SERVER, "alwaysLoad"]);
+        checks.push(if always.and_then(Value::as_bool) == Some(true) {
+            Check::ok(
+                "mcp-server",
+                format!("mcpServers.{SERVER} in {} (alwaysLoad)", paths.state.display()),
+            )
+        } else {
+            Check::warn(
+                "mcp-server",
+                "the server is not alwaysLoad: `claude -p` may send the first request before its tools are listed",
+                format!("skillsearch setup {HOST} (sets alwaysLoad)"),
+            )
+        });
         let list = |key: &str| -> Vec<String> {
             get_path(&settings, &["permissions", key])
                 .and_then(Value::as_array)
