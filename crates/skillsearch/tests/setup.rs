@@ -282,3 +282,42 @@ fn codebuddy_writes_user_settings_and_mcp_json() {
     let (ok, v) = h.doctor("codebuddy");
     assert!(ok, "{v}");
 }
+
+#[test]
+fn dry_run_prints_the_diff_and_writes_nothing() {
+    let h = Home::new();
+    let o = h.run(&["setup", "codebuddy", "--mode", "auto", "--dry-run"]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("+++") && out.contains("Dry run: nothing was written."),
+        "{out}"
+    );
+    assert!(!h.path(".codebuddy").exists());
+}
+
+#[test]
+fn host_state_dir_variables_are_honoured() {
+    let h = Home::new();
+    let dir = h.home.join("elsewhere");
+    let skills = h.skills.to_string_lossy().into_owned();
+    for (var, host, file) in [
+        ("CLAUDE_CONFIG_DIR", "claude-code", "settings.json"),
+        ("CODEX_HOME", "codex", "hooks.json"),
+        ("CODEBUDDY_CONFIG_DIR", "codebuddy", "settings.json"),
+    ] {
+        let run = |args: &[&str]| {
+            Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+                .args(args)
+                .env("HOME", &h.home)
+                .env(var, &dir)
+                .output()
+                .unwrap()
+        };
+        let o = run(&["setup", host, "--mode", "auto", "--skills", &skills]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(dir.join(file).is_file(), "{host}: {var}");
+        assert!(run(&["doctor", host]).status.success(), "{host}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
