@@ -121,6 +121,19 @@ def workspace(tmp_path: Path, own_binary: bool = False) -> Workspace:
     return Workspace(tmp_path, b, orig)
 
 
+def break_engine(ws: Workspace, how: str) -> None:
+    """P5: the binary the host runs is deleted (`missing`) or dies by SIGKILL as it starts
+    (`killed`)."""
+    os.remove(ws.binary)
+    if how == "killed":
+        Path(ws.binary).write_text("#!/bin/sh\nkill -9 $$\n")
+        os.chmod(ws.binary, 0o755)
+
+
+# P5 cases: (mode, how the engine fails).
+ENGINE_FAILURES = [("auto", "missing"), ("on_demand", "missing"), ("auto", "killed")]
+
+
 def assert_green(doc: dict) -> None:
     bad = [c for c in doc["checks"] if c["status"] == "fail"]
     assert doc["exit"] == 0 and not bad, json.dumps(doc, indent=1)

@@ -7,7 +7,6 @@ model scripts ToolSearch â†’ DeferExecuteTool(mcp__skillsearch__skill_search) â†
 """
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -101,13 +100,13 @@ def test_p4_misspelled_mode_is_rejected(tmp_path):
     assert not (ws.home / ".codebuddy" / "settings.json").exists()
 
 
-def test_p5_engine_missing_the_turn_completes(tmp_path):
-    for mode in ("auto", "on_demand"):
-        ws = e2e.workspace(tmp_path / mode, own_binary=True)
+def test_p5_engine_fails_the_turn_completes(tmp_path):
+    for mode, how in e2e.ENGINE_FAILURES:
+        ws = e2e.workspace(tmp_path / f"{mode}-{how}", own_binary=True)
         with FakeModel(tools=PLAN) as fm:
             prepare(ws, fm, mode)
-            os.remove(ws.binary)
-            turn(ws, fm, QUERY, f"p5-missing-{mode}")
+            e2e.break_engine(ws, how)
+            turn(ws, fm, QUERY, f"p5-{how}-{mode}")
         assert FACT not in e2e.text_of([q["body"] for q in fm.model_requests()])
 
 

@@ -5,7 +5,6 @@ MCP server (with its approval mode) or the hook (with its recorded trust) into i
 the plain `codex exec`: no `--dangerously-bypass-hook-trust`.
 """
 
-import os
 import sys
 from pathlib import Path
 
@@ -90,13 +89,15 @@ def test_p4_misspelled_mode_is_rejected(tmp_path):
     assert not (ws.home / ".codex").exists()
 
 
-def test_p5_engine_missing_the_turn_completes(tmp_path):
-    for mode in ("auto", "on_demand"):
-        ws = e2e.workspace(tmp_path / mode, own_binary=True)
+def test_p5_engine_fails_the_turn_completes(tmp_path):
+    for mode, how in e2e.ENGINE_FAILURES:
+        ws = e2e.workspace(tmp_path / f"{mode}-{how}", own_binary=True)
         with FakeModel(tools=[("skill_search", {"query": QUERY})]) as fm:
             prepare(ws, fm, mode)
-            os.remove(ws.binary)
-            doc = ws.doctor(HOST)
-            assert doc["exit"] == 1 and any(c["name"] == "binary" and c["status"] == "fail" for c in doc["checks"])
-            turn(ws, fm, QUERY, f"p5-missing-{mode}")
+            e2e.break_engine(ws, how)
+            if how == "missing":
+                doc = ws.doctor(HOST)
+                assert doc["exit"] == 1
+                assert any(c["name"] == "binary" and c["status"] == "fail" for c in doc["checks"])
+            turn(ws, fm, QUERY, f"p5-{how}-{mode}")
         assert FACT not in e2e.text_of([q["body"] for q in fm.model_requests()])
