@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 const HOST: &str = "claude-code";
+/// Claude Code's managed (administrator) settings on Linux.
+const MANAGED_SETTINGS: &str = "/etc/claude-code/managed-settings.json";
 
 /// Where Claude Code keeps its user configuration.
 pub struct Paths {
@@ -123,8 +125,20 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
     }
     checks.push(wiring::check_binaries(&found, HOST));
     if found.hook.is_some() {
+        let managed = PathBuf::from(MANAGED_SETTINGS);
+        let (_, policy) = wiring::read_json(&managed).unwrap_or_default();
+        let flag = |v: &Value, k: &str| v.get(k).and_then(Value::as_bool) == Some(true);
         checks.push(
-            if settings.get("disableAllHooks").and_then(Value::as_bool) == Some(true) {
+            if let Some(k) = ["allowManagedHooksOnly", "disableAllHooks"]
+                .into_iter()
+                .find(|k| flag(&policy, k))
+            {
+                Check::fail(
+                    "hook",
+                    format!("managed policy {MANAGED_SETTINGS} sets `{k}`: user hooks do not run"),
+                    "ask the administrator to add the skillsearch hook to the managed settings, or use --mode on_demand",
+                )
+            } else if flag(&settings, "disableAllHooks") {
                 Check::fail(
                     "hook",
                     format!("`disableAllHooks` is true in {}", paths.settings.display()),
