@@ -158,6 +158,11 @@ enum Command {
         /// Answer in this host's dialect [default: recognised from the input]
         #[arg(long, value_enum)]
         host: Option<crate::hook::HookHost>,
+        #[command(flatten)]
+        roots: RootArgs,
+        /// auto or on_demand [config: mode]; only auto injects
+        #[arg(long)]
+        mode: Option<String>,
     },
     /// MCP stdio server: skill_search and skill_read in on_demand mode, no tools in auto mode
     Mcp {
@@ -618,7 +623,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 json,
             )
         }
-        Command::Hook { host } => Ok(crate::hook::run(&home, cfg, host)),
+        Command::Hook { host, roots, mode } => {
+            let flags = Flags::default().roots(&roots).set("mode", mode);
+            Ok(crate::hook::run(&home, cfg, host, flags))
+        }
         Command::Plan {
             prompt,
             roots,

@@ -65,7 +65,7 @@ impl HookHost {
 }
 
 /// Runs one turn. Returns the process exit code: always 0.
-pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>) -> u8 {
+pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: Flags) -> u8 {
     let started = Instant::now();
     let mut raw = Vec::new();
     let read = std::io::stdin().take(MAX_INPUT).read_to_end(&mut raw);
@@ -94,7 +94,7 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>) -> u8 {
         .map(PathBuf::from);
     let query: String = prompt.chars().take(MAX_QUERY_CHARS).collect();
 
-    let s = match settings(home, config, Flags::default()) {
+    let s = match settings(home, config, flags) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("skillsearch hook: {e:#}; the turn goes on without skills");

@@ -6,7 +6,6 @@ mod hook;
 mod mcp;
 mod output;
 mod serve;
-#[allow(dead_code)] // host modules land one by one in this session
 mod setup;
 
 fn main() -> std::process::ExitCode {

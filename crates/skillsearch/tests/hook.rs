@@ -283,3 +283,37 @@ fn closed_stdout_and_a_missed_deadline_still_exit_0() {
         .unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
+
+#[test]
+fn mode_and_roots_flags_override_the_environment() {
+    // What `skillsearch setup` writes into the hosts' hook commands.
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from scanned PDF files",
+        "The secret word is PARSNIP.",
+    );
+    let other = tempfile::tempdir().unwrap();
+    let input = claude("extract the tables from this scanned PDF");
+    let root = e.root.to_string_lossy().into_owned();
+    let env = &[
+        ("SKILLSEARCH_MODE", "on_demand"),
+        ("SKILLSEARCH_SKILLS_DIRS", other.path().to_str().unwrap()),
+    ];
+    let out = e.hook(&input, env, &["--mode", "auto", "--skills", &root]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("PARSNIP")
+    );
+    // A misspelled mode costs the turn its skills, never the turn, and names the key.
+    let out = e.hook(&input, &[], &["--mode", "atuo"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mode") && err.contains("atuo"), "{err}");
+}

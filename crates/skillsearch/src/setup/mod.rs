@@ -14,7 +14,11 @@ use std::path::{Path, PathBuf};
 
 use crate::output::Out;
 
+pub mod claude_code;
+pub mod codebuddy;
+pub mod codex;
 pub mod openclaw;
+pub mod wiring;
 
 /// The hosts `setup` and `doctor` know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -22,12 +26,21 @@ pub mod openclaw;
 pub enum Host {
     /// OpenClaw 2026.8+ (context engine, hook, tools) and ≤ 2026.7 (hook, tools)
     Openclaw,
+    /// Claude Code: UserPromptSubmit hook (auto) or MCP server (on_demand) in the user settings
+    ClaudeCode,
+    /// Codex CLI: hooks.json + recorded trust (auto) or config.toml MCP server (on_demand)
+    Codex,
+    /// CodeBuddy Code / WorkBuddy engine: settings.json hook (auto) or .mcp.json server (on_demand)
+    Codebuddy,
 }
 
 /// Plans the host's changes and applies them.
 pub fn run_setup(out: &mut Out, host: Host, req: &SetupRequest, dry_run: bool) -> Result<u8> {
     let plan = match host {
         Host::Openclaw => openclaw::setup(req)?,
+        Host::ClaudeCode => claude_code::setup(req)?,
+        Host::Codex => codex::setup(req)?,
+        Host::Codebuddy => codebuddy::setup(req)?,
     };
     apply(out, &plan, dry_run)?;
     Ok(0)
@@ -37,6 +50,9 @@ pub fn run_setup(out: &mut Out, host: Host, req: &SetupRequest, dry_run: bool) -
 pub fn run_doctor(out: &mut Out, host: Host, home: &Path, json: bool) -> Result<u8> {
     let checks = match host {
         Host::Openclaw => openclaw::doctor(home)?,
+        Host::ClaudeCode => claude_code::doctor(home)?,
+        Host::Codex => codex::doctor(home)?,
+        Host::Codebuddy => codebuddy::doctor(home)?,
     };
     report(out, host, &checks, json)
 }
@@ -389,6 +405,7 @@ pub fn this_binary() -> Result<PathBuf> {
 }
 
 /// Finds `name` on `PATH`, as a host would.
+#[allow(dead_code)] // for the OpenClaw module, being built
 pub fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

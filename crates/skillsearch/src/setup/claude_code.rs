@@ -1,0 +1,231 @@
+//! Claude Code (verified with 2.1.197): user settings carry the `UserPromptSubmit` hook (auto)
+//! and the pre-approval of skillsearch's read-only MCP tools; the user-scope `mcpServers` in
+//! `.claude.json` carry the MCP server (on_demand). Both honour `CLAUDE_CONFIG_DIR`.
+
+use super::wiring::{self, Found, SERVER, TOOLS, Wiring};
+use super::{Check, SetupPlan, SetupRequest, get_path};
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+const HOST: &str = "claude-code";
+/// Claude Code's managed (administrator) settings on Linux.
+const MANAGED_SETTINGS: &str = "/etc/claude-code/managed-settings.json";
+
+/// Where Claude Code keeps its user configuration.
+pub struct Paths {
+    /// `settings.json` (hooks, permissions, env).
+    pub settings: PathBuf,
+    /// `.claude.json` (user-scope MCP servers).
+    pub state: PathBuf,
+    /// The user's own skills directory.
+    pub skills: PathBuf,
+}
+
+impl Paths {
+    pub fn from_env() -> Result<Self> {
+        Ok(match wiring::env_dir("CLAUDE_CONFIG_DIR") {
+            Some(dir) => Paths {
+                settings: dir.join("settings.json"),
+                state: dir.join(".claude.json"),
+                skills: dir.join("skills"),
+            },
+            None => {
+                let home = wiring::user_home()?;
+                Paths {
+                    settings: home.join(".claude").join("settings.json"),
+                    state: home.join(".claude.json"),
+                    skills: home.join(".claude").join("skills"),
+                }
+            }
+        })
+    }
+}
+
+/// The tool names the model sees for a user-scope server.
+fn tool_names() -> Vec<String> {
+    TOOLS
+        .iter()
+        .map(|t| format!("mcp__{SERVER}__{t}"))
+        .collect()
+}
+
+fn find(settings: &Value, state: &Value) -> Found {
+    let server = get_path(state, &["mcpServers", SERVER]).and_then(|s| {
+        let cmd = s.get("command")?.as_str()?.to_string();
+        let args = s
+            .get("args")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some((cmd, args))
+    });
+    Found {
+        hook: wiring::find_prompt_hook(settings),
+        server,
+    }
+}
+
+pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
+    if let Some((k, _)) = req.options.first() {
+        bail!("setup claude-code: unknown option `{k}` (it takes none)");
+    }
+    let paths = Paths::from_env()?;
+    let (s_text, mut settings) = wiring::read_json(&paths.settings)?;
+    let (j_text, mut state) = wiring::read_json(&paths.state)?;
+    let found = find(&settings, &state);
+    let w = Wiring::new(
+        req,
+        (found.hook.is_some() || found.server.is_some()).then_some(&found),
+        vec![paths.skills.clone()],
+    )?;
+    let hook = w.auto().then(|| w.hook_command(HOST));
+    wiring::merge_prompt_hook(&mut settings, &paths.settings, hook.as_deref())?;
+    wiring::merge_string_list(
+        &mut settings,
+        &paths.settings,
+        &["permissions", "allow"],
+        &tool_names(),
+        !w.auto(),
+    )?;
+    if w.auto() {
+        wiring::remove_path(&mut state, &["mcpServers", SERVER])?;
+    } else {
+        // `alwaysLoad`: `claude -p` connects MCP servers in the background and may send the
+        // first request before the tools are listed; an always-loaded server is awaited.
+        let entry = json!({"type": "stdio", "command": w.binary.to_string_lossy(), "args": w.mcp_args(), "env": {}, "alwaysLoad": true});
+        super::set_path(&mut state, &["mcpServers", SERVER], entry)?;
+    }
+    let mut plan = SetupPlan::default();
+    plan.changes
+        .push(wiring::json_change(&paths.settings, s_text, &settings));
+    if j_text.is_some() || !w.auto() {
+        plan.changes
+            .push(wiring::json_change(&paths.state, j_text, &state));
+    }
+    plan.notes.push(w.mode_note());
+    plan.notes.push(format!(
+        "Then: `claude -p \"…\"` uses skillsearch; `skillsearch doctor {HOST}` checks it."
+    ));
+    Ok(plan)
+}
+
+pub fn doctor(home: &Path) -> Result<Vec<Check>> {
+    let paths = Paths::from_env()?;
+    let (_, settings) = wiring::read_json(&paths.settings)?;
+    let (_, state) = wiring::read_json(&paths.state)?;
+    let found = find(&settings, &state);
+    let mut checks = vec![wiring::check_exclusive(&found, HOST)];
+    if found.hook.is_none() && found.server.is_none() {
+        return Ok(checks);
+    }
+    checks.push(wiring::check_binaries(&found, HOST));
+    if found.hook.is_some() {
+        let managed = PathBuf::from(MANAGED_SETTINGS);
+        let (_, policy) = wiring::read_json(&managed).unwrap_or_default();
+        let flag = |v: &Value, k: &str| v.get(k).and_then(Value::as_bool) == Some(true);
+        checks.push(
+            if let Some(k) = ["allowManagedHooksOnly", "disableAllHooks"]
+                .into_iter()
+                .find(|k| flag(&policy, k))
+            {
+                Check::fail(
+                    "hook",
+                    format!("managed policy {MANAGED_SETTINGS} sets `{k}`: user hooks do not run"),
+                    "ask the administrator to add the skillsearch hook to the managed settings, or use --mode on_demand",
+                )
+            } else if flag(&settings, "disableAllHooks") {
+                Check::fail(
+                    "hook",
+                    format!("`disableAllHooks` is true in {}", paths.settings.display()),
+                    format!("remove `disableAllHooks` from {}", paths.settings.display()),
+                )
+            } else {
+                Check::ok(
+                    "hook",
+                    format!(
+                        "UserPromptSubmit runs skillsearch ({})",
+                        paths.settings.display()
+                    ),
+                )
+            },
+        );
+    }
+    if found.server.is_some() {
+        let always = get_path(&state, &["mcpServers", SERVER, "alwaysLoad"]);
+        checks.push(if always.and_then(Value::as_bool) == Some(true) {
+            Check::ok(
+                "mcp-server",
+                format!("mcpServers.{SERVER} in {} (alwaysLoad)", paths.state.display()),
+            )
+        } else {
+            Check::warn(
+                "mcp-server",
+                "the server is not alwaysLoad: `claude -p` may send the first request before its tools are listed",
+                format!("skillsearch setup {HOST} (sets alwaysLoad)"),
+            )
+        });
+        let list = |key: &str| -> Vec<String> {
+            get_path(&settings, &["permissions", key])
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let (allow, deny) = (list("allow"), list("deny"));
+        let server_rule = format!("mcp__{SERVER}");
+        let covered = |name: &str, rules: &[String]| {
+            rules
+                .iter()
+                .any(|r| r == name || *r == server_rule || *r == format!("{server_rule}__*"))
+        };
+        let names = tool_names();
+        checks.push(if let Some(n) = names.iter().find(|n| covered(n, &deny)) {
+            Check::fail(
+                "tool-approval",
+                format!("{n} is in permissions.deny of {}", paths.settings.display()),
+                format!(
+                    "remove it from permissions.deny in {}",
+                    paths.settings.display()
+                ),
+            )
+        } else if let Some(n) = names.iter().find(|n| !covered(n, &allow)) {
+            Check::fail(
+                "tool-approval",
+                format!("{n} is not pre-approved: headless `claude -p` refuses the call"),
+                format!("skillsearch setup {HOST} (adds it to permissions.allow)"),
+            )
+        } else {
+            Check::ok(
+                "tool-approval",
+                format!("{} pre-approved", names.join(", ")),
+            )
+        });
+        let search = std::env::var("ENABLE_TOOL_SEARCH").ok().or_else(|| {
+            get_path(&settings, &["env", "ENABLE_TOOL_SEARCH"])
+                .and_then(Value::as_str)
+                .map(String::from)
+        });
+        checks.push(match search.as_deref() {
+            Some(v) if v == "true" || v == "1" || v.starts_with("auto") => Check::warn(
+                "tool-search",
+                format!("ENABLE_TOOL_SEARCH={v}: skill_search may be deferred behind ToolSearch"),
+                "unset ENABLE_TOOL_SEARCH (or use --mode auto)",
+            ),
+            _ => Check::ok(
+                "tool-search",
+                "MCP tools are offered directly (no ToolSearch)",
+            ),
+        });
+    }
+    checks.push(wiring::check_roots(&found, HOST));
+    checks.push(wiring::check_deadline(home, found.hook_timeout(60)));
+    Ok(checks)
+}

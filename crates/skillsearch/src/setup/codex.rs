@@ -1,0 +1,431 @@
+//! Codex CLI (verified with 0.171.0): `$CODEX_HOME/config.toml` carries the MCP server with
+//! `default_tools_approval_mode = "approve"` (on_demand; without it `approval_policy = "never"`
+//! fails every call) and the trust record of our hook; `$CODEX_HOME/hooks.json` carries the
+//! `UserPromptSubmit` hook (auto). Codex runs a non-managed hook only when
+//! `hooks.state."<hooks.json>:user_prompt_submit:<group>:<handler>".trusted_hash` matches the
+//! hook's current hash, so setup records that hash: the plain `codex exec` then runs it.
+
+use super::wiring::{self, Found, HOOK_TIMEOUT_S, SERVER, Wiring};
+use super::{Check, FileChange, SetupPlan, SetupRequest, read_optional};
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+const HOST: &str = "codex";
+/// Codex's name for the event in trust keys and hashes.
+const EVENT: &str = "user_prompt_submit";
+/// Codex's hook timeout when a handler sets none, in seconds.
+const CODEX_DEFAULT_TIMEOUT_S: u64 = 600;
+
+pub struct Paths {
+    pub config: PathBuf,
+    pub hooks: PathBuf,
+    pub skills: PathBuf,
+}
+
+impl Paths {
+    pub fn from_env() -> Result<Self> {
+        let dir = match wiring::env_dir("CODEX_HOME") {
+            Some(d) => d,
+            None => wiring::user_home()?.join(".codex"),
+        };
+        Ok(Paths {
+            config: dir.join("config.toml"),
+            hooks: dir.join("hooks.json"),
+            skills: dir.join("skills"),
+        })
+    }
+}
+
+/// The key Codex files a hook's trust under.
+pub fn trust_key(hooks_json: &Path, group: usize, handler: usize) -> String {
+    format!("{}:{EVENT}:{group}:{handler}", hooks_json.display())
+}
+
+/// The hash Codex compares with the recorded trust: SHA-256 over the compact JSON (keys
+/// sorted) of the hook's normalised declaration, `{event_name, hooks: [handler], matcher?}`,
+/// with the handler's defaults filled in.
+pub fn trust_hash(handler: &Value, matcher: Option<&str>) -> String {
+    let mut h = serde_json::Map::new();
+    h.insert("type".into(), Value::String("command".into()));
+    h.insert(
+        "command".into(),
+        handler.get("command").cloned().unwrap_or(Value::Null),
+    );
+    h.insert(
+        "timeout".into(),
+        Value::from(
+            handler
+                .get("timeout")
+                .or_else(|| handler.get("timeoutSec"))
+                .and_then(Value::as_u64)
+                .unwrap_or(CODEX_DEFAULT_TIMEOUT_S),
+        ),
+    );
+    h.insert(
+        "async".into(),
+        Value::Bool(
+            handler
+                .get("async")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        ),
+    );
+    if let Some(m) = handler.get("statusMessage").and_then(Value::as_str) {
+        h.insert("statusMessage".into(), Value::String(m.into()));
+    }
+    let mut ident = serde_json::Map::new();
+    ident.insert("event_name".into(), Value::String(EVENT.into()));
+    ident.insert("hooks".into(), Value::Array(vec![Value::Object(h)]));
+    if let Some(m) = matcher {
+        ident.insert("matcher".into(), Value::String(m.into()));
+    }
+    let canonical = canonical_json(&Value::Object(ident));
+    let digest = Sha256::digest(canonical.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// Compact JSON with object keys sorted at every level.
+fn canonical_json(v: &Value) -> String {
+    match v {
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .iter()
+                .map(|k| {
+                    format!(
+                        "{}:{}",
+                        Value::String((*k).clone()),
+                        canonical_json(&o[k.as_str()])
+                    )
+                })
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical_json).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// A TOML basic string.
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// The key path a `[table]` header line names, or `None` for anything else.
+fn header_path(line: &str) -> Option<Vec<String>> {
+    let t = line.trim();
+    if !t.starts_with('[') || t.starts_with("[[") {
+        return None;
+    }
+    let doc: toml::Table = toml::from_str(t).ok()?;
+    let mut path = Vec::new();
+    let mut cur = &doc;
+    loop {
+        let (k, v) = cur.iter().next()?;
+        path.push(k.clone());
+        match v.as_table() {
+            Some(inner) if !inner.is_empty() => cur = inner,
+            _ => return Some(path),
+        }
+    }
+}
+
+/// Removes every `[table]` (with its body) whose path `drop` selects; the rest of the text,
+/// comments included, stays as it was.
+fn remove_tables(text: &str, drop: impl Fn(&[String]) -> bool) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        if t.starts_with('[') {
+            skipping = header_path(line).is_some_and(|p| drop(&p));
+        }
+        if !skipping {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+fn is_server_table(p: &[String]) -> bool {
+    p.len() >= 2 && p[0] == "mcp_servers" && p[1] == SERVER
+}
+
+fn found(config: &toml::Table, hooks: &Value) -> Found {
+    let server = config
+        .get("mcp_servers")
+        .and_then(|m| m.get(SERVER))
+        .and_then(|s| {
+            let cmd = s.get("command")?.as_str()?.to_string();
+            let args = s
+                .get("args")
+                .and_then(|a| a.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some((cmd, args))
+        });
+    Found {
+        hook: wiring::find_prompt_hook(hooks),
+        server,
+    }
+}
+
+fn parse_config(path: &Path, text: &str) -> Result<toml::Table> {
+    toml::from_str(text).with_context(|| format!("{} is not valid TOML", path.display()))
+}
+
+pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
+    if let Some((k, _)) = req.options.first() {
+        bail!("setup codex: unknown option `{k}` (it takes none)");
+    }
+    let paths = Paths::from_env()?;
+    let c_text = read_optional(&paths.config)?;
+    let config = parse_config(&paths.config, c_text.as_deref().unwrap_or(""))?;
+    let (h_text, mut hooks) = wiring::read_json(&paths.hooks)?;
+    let f = found(&config, &hooks);
+    let w = Wiring::new(
+        req,
+        (f.hook.is_some() || f.server.is_some()).then_some(&f),
+        vec![paths.skills.clone()],
+    )?;
+
+    // hooks.json: ours in auto, none in on_demand.
+    let old_at = f.hook.as_ref().map(|(_, g, i)| (*g, *i));
+    let cmd = w.auto().then(|| w.hook_command(HOST));
+    let at = wiring::merge_prompt_hook(&mut hooks, &paths.hooks, cmd.as_deref())?;
+
+    // config.toml: drop our server table and our old trust record, then append what the mode
+    // needs.
+    let mut stale_keys: Vec<String> = old_at
+        .map(|(g, i)| trust_key(&paths.hooks, g, i))
+        .into_iter()
+        .collect();
+    if let Some((g, i)) = at {
+        stale_keys.push(trust_key(&paths.hooks, g, i));
+    }
+    let mut text = remove_tables(c_text.as_deref().unwrap_or(""), |p| {
+        is_server_table(p)
+            || (p.len() == 3 && p[0] == "hooks" && p[1] == "state" && stale_keys.contains(&p[2]))
+    });
+    let mut append = String::new();
+    if let (Some((g, i)), Some(cmd)) = (at, cmd.as_deref()) {
+        let handler =
+            serde_json::json!({"type": "command", "command": cmd, "timeout": HOOK_TIMEOUT_S});
+        append.push_str(&format!(
+            "[hooks.state.{}]\ntrusted_hash = {}\n",
+            toml_str(&trust_key(&paths.hooks, g, i)),
+            toml_str(&trust_hash(&handler, None)),
+        ));
+    }
+    if !w.auto() {
+        let args: Vec<String> = w.mcp_args().iter().map(|a| toml_str(a)).collect();
+        append.push_str(&format!(
+            "[mcp_servers.{SERVER}]\ncommand = {}\nargs = [{}]\ndefault_tools_approval_mode = \"approve\"\n",
+            toml_str(&w.binary.to_string_lossy()),
+            args.join(", "),
+        ));
+    }
+    if !append.is_empty() {
+        let trimmed = text.trim_end().len();
+        text.truncate(trimmed);
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(&append);
+    }
+    parse_config(&paths.config, &text).with_context(|| {
+        format!(
+            "after merging skillsearch's tables; is `mcp_servers.{SERVER}` or `hooks.state` written inline in {}?",
+            paths.config.display()
+        )
+    })?;
+
+    let mut plan = SetupPlan::default();
+    plan.changes.push(FileChange::to(&paths.config, text)?);
+    if h_text.is_some() || w.auto() {
+        plan.changes
+            .push(wiring::json_change(&paths.hooks, h_text, &hooks));
+    }
+    plan.notes.push(w.mode_note());
+    plan.notes.push(format!(
+        "Then: `codex exec \"…\"` uses skillsearch (the hook's trust is recorded); `skillsearch doctor {HOST}` checks it."
+    ));
+    Ok(plan)
+}
+
+pub fn doctor(home: &Path) -> Result<Vec<Check>> {
+    let paths = Paths::from_env()?;
+    let c_text = read_optional(&paths.config)?.unwrap_or_default();
+    let config = parse_config(&paths.config, &c_text)?;
+    let (_, hooks) = wiring::read_json(&paths.hooks)?;
+    let f = found(&config, &hooks);
+    let mut checks = vec![wiring::check_exclusive(&f, HOST)];
+    if f.hook.is_none() && f.server.is_none() {
+        return Ok(checks);
+    }
+    checks.push(wiring::check_binaries(&f, HOST));
+    let feature_off = ["hooks", "codex_hooks"].iter().find(|k| {
+        config
+            .get("features")
+            .and_then(|t| t.get(**k))
+            .and_then(|v| v.as_bool())
+            == Some(false)
+    });
+    if let Some((handler, g, i)) = &f.hook {
+        let key = trust_key(&paths.hooks, *g, *i);
+        let matcher = hooks["hooks"]["UserPromptSubmit"][*g]
+            .get("matcher")
+            .and_then(Value::as_str);
+        let want = trust_hash(handler, matcher);
+        let state = config
+            .get("hooks")
+            .and_then(|h| h.get("state"))
+            .and_then(|s| s.get(&key));
+        let have = state
+            .and_then(|s| s.get("trusted_hash"))
+            .and_then(|v| v.as_str());
+        let disabled = state
+            .and_then(|s| s.get("enabled"))
+            .and_then(|v| v.as_bool())
+            == Some(false);
+        checks.push(if let Some(k) = feature_off {
+            Check::fail(
+                "hook",
+                format!("[features] {k} = false in {}", paths.config.display()),
+                format!(
+                    "remove `{k} = false` from [features] in {}",
+                    paths.config.display()
+                ),
+            )
+        } else if disabled {
+            Check::fail(
+                "hook",
+                format!("the hook is disabled (hooks.state.\"{key}\".enabled = false)"),
+                format!("set enabled = true there, or skillsearch setup {HOST}"),
+            )
+        } else if have == Some(want.as_str()) {
+            Check::ok(
+                "hook-trust",
+                format!("UserPromptSubmit hook trusted ({key})"),
+            )
+        } else {
+            Check::fail(
+                "hook-trust",
+                format!(
+                    "the hook in {} is not trusted{}: codex skips it silently",
+                    paths.hooks.display(),
+                    if have.is_some() {
+                        " (changed since it was trusted)"
+                    } else {
+                        ""
+                    }
+                ),
+                format!(
+                    "skillsearch setup {HOST} (records its trust), or trust it in codex's /hooks"
+                ),
+            )
+        });
+    }
+    if let Some(server) = config.get("mcp_servers").and_then(|m| m.get(SERVER)) {
+        let s = |k: &str| server.get(k).and_then(|v| v.as_str());
+        let list = |k: &str| -> Vec<String> {
+            server
+                .get(k)
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        checks.push(if server.get("enabled").and_then(|v| v.as_bool()) == Some(false) {
+            Check::fail(
+                "mcp-server",
+                format!("mcp_servers.{SERVER}.enabled = false in {}", paths.config.display()),
+                format!("skillsearch setup {HOST}"),
+            )
+        } else if list("disabled_tools").iter().any(|t| t == "skill_search")
+            || (!list("enabled_tools").is_empty() && !list("enabled_tools").iter().any(|t| t == "skill_search"))
+        {
+            Check::fail(
+                "mcp-server",
+                format!("skill_search is filtered out by enabled_tools / disabled_tools of mcp_servers.{SERVER}"),
+                format!("skillsearch setup {HOST}"),
+            )
+        } else {
+            Check::ok("mcp-server", format!("mcp_servers.{SERVER} in {}", paths.config.display()))
+        });
+        let per_tool = |t: &str| {
+            server
+                .get("tools")
+                .and_then(|x| x.get(t))
+                .and_then(|x| x.get("approval_mode"))
+                .and_then(|v| v.as_str())
+                == Some("approve")
+        };
+        let approved = s("default_tools_approval_mode") == Some("approve")
+            || wiring::TOOLS.iter().all(|t| per_tool(t));
+        let policy = config
+            .get("approval_policy")
+            .and_then(|v| v.as_str())
+            .unwrap_or("on-request");
+        checks.push(if approved {
+            Check::ok("tool-approval", "skillsearch's read-only tools are pre-approved")
+        } else {
+            Check::fail(
+                "tool-approval",
+                format!("skill_search is not pre-approved (approval_policy = \"{policy}\"): a headless call fails with \"requires approval\""),
+                format!("skillsearch setup {HOST} (sets default_tools_approval_mode = \"approve\")"),
+            )
+        });
+    }
+    checks.push(wiring::check_roots(&f, HOST));
+    checks.push(wiring::check_deadline(
+        home,
+        f.hook_timeout(CODEX_DEFAULT_TIMEOUT_S),
+    ));
+    Ok(checks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trust_hash_is_over_sorted_compact_json() {
+        let h = serde_json::json!({"type": "command", "command": "x", "timeout": 10});
+        let expect = r#"{"event_name":"user_prompt_submit","hooks":[{"async":false,"command":"x","timeout":10,"type":"command"}]}"#;
+        let digest = Sha256::digest(expect.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(trust_hash(&h, None), format!("sha256:{hex}"));
+    }
+
+    #[test]
+    fn tables_are_removed_with_their_bodies_only() {
+        let text = "# mine\nmodel = \"m\"\n\n[mcp_servers.skillsearch]\ncommand = \"a\"\n[mcp_servers.skillsearch.env]\nX = \"1\"\n[mcp_servers.other]\ncommand = \"b\" # keep\n[hooks.state.\"/h.json:user_prompt_submit:0:0\"]\ntrusted_hash = \"x\"\n";
+        let out = remove_tables(text, |p| {
+            is_server_table(p) || p.get(2).is_some_and(|k| k.starts_with("/h.json"))
+        });
+        assert_eq!(
+            out,
+            "# mine\nmodel = \"m\"\n\n[mcp_servers.other]\ncommand = \"b\" # keep\n"
+        );
+        assert_eq!(
+            header_path("[hooks.state.\"/a b:c:0:0\"]").unwrap(),
+            ["hooks", "state", "/a b:c:0:0"]
+        );
+        assert!(header_path("[[arr]]").is_none());
+    }
+}
