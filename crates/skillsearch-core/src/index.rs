@@ -155,6 +155,11 @@ struct State {
     walk_diagnostics: Vec<Diagnostic>,
 }
 
+/// How long a process waits for another one's first build of the same index before answering
+/// without it, and how often it looks.
+const FIRST_BUILD_WAIT: Duration = Duration::from_secs(120);
+const LOCK_POLL: Duration = Duration::from_millis(20);
+
 /// One document's identity, read from fast fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocKey {
@@ -607,14 +612,26 @@ impl SkillIndex {
             } else {
                 30_000_000
             };
-            let mut writer: IndexWriter = match self.index.writer_with_num_threads(threads, heap) {
-                Ok(w) => w,
-                Err(tantivy::TantivyError::LockFailure(..)) => {
-                    report.locked = true;
-                    report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
-                    return Ok(report);
+            let mut waited = Duration::ZERO;
+            let mut writer: IndexWriter = loop {
+                match self.index.writer_with_num_threads(threads, heap) {
+                    Ok(w) => break w,
+                    // Another process is building. With a previous version to answer from,
+                    // answer from it; a first build has none (an empty index would answer
+                    // every query with nothing), so wait for that build to commit.
+                    Err(tantivy::TantivyError::LockFailure(..))
+                        if full_build && waited < FIRST_BUILD_WAIT =>
+                    {
+                        std::thread::sleep(LOCK_POLL);
+                        waited += LOCK_POLL;
+                    }
+                    Err(tantivy::TantivyError::LockFailure(..)) => {
+                        report.locked = true;
+                        report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+                        return Ok(report);
+                    }
+                    Err(e) => return Err(self.index_err(e)),
                 }
-                Err(e) => return Err(self.index_err(e)),
             };
             // Another process may have committed between our read and our lock: diff again
             // against what is committed now.

