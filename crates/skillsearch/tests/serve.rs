@@ -326,6 +326,19 @@ fn plan_endpoint_hides_managed_plugin_tools_on_unrelated_turns() {
     );
     assert_eq!(v["visible_tools"], json!(["read"]));
     assert_eq!(v["hidden_tools"], json!(["bd_query"]));
+    // on_demand: the session's earlier skill_search / skill_read results activate, whatever
+    // this turn's text says; an unknown id activates nothing.
+    let (_, v) = d.post(
+        "/v1/plan",
+        &json!({"query": "good morning!", "matched": ["local/analyst"], "tools": tools}),
+    );
+    assert_eq!(v["visible_tools"], json!(["read", "bd_query"]), "{v}");
+    assert_eq!(v["matched_skills"], json!(["local/analyst"]));
+    let (_, v) = d.post(
+        "/v1/plan",
+        &json!({"matched": ["local/nope"], "tools": tools}),
+    );
+    assert_eq!(v["hidden_tools"], json!(["bd_query"]), "{v}");
     let log = fs::read_to_string(home.join("logs/decisions.jsonl")).unwrap();
     assert!(
         log.lines().any(|l| l.contains("\"hidden\":[\"bd_query\"]")),
