@@ -2,7 +2,7 @@
 //! and the pre-approval of skillsearch's read-only MCP tools; the user-scope `mcpServers` in
 //! `.claude.json` carry the MCP server (on_demand). Both honour `CLAUDE_CONFIG_DIR`.
 
-use super::wiring::{self, Found, SERVER, TOOLS, Wiring};
+use super::wiring::{self, SERVER, Wiring};
 use super::{Check, SetupPlan, SetupRequest, get_path};
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
@@ -43,33 +43,6 @@ impl Paths {
 }
 
 /// The tool names the model sees for a user-scope server.
-fn tool_names() -> Vec<String> {
-    TOOLS
-        .iter()
-        .map(|t| format!("mcp__{SERVER}__{t}"))
-        .collect()
-}
-
-fn find(settings: &Value, state: &Value) -> Found {
-    let server = get_path(state, &["mcpServers", SERVER]).and_then(|s| {
-        let cmd = s.get("command")?.as_str()?.to_string();
-        let args = s
-            .get("args")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Some((cmd, args))
-    });
-    Found {
-        hook: wiring::find_prompt_hook(settings),
-        server,
-    }
-}
-
 pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     if let Some((k, _)) = req.options.first() {
         bail!("setup claude-code: unknown option `{k}` (it takes none)");
@@ -77,7 +50,7 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     let paths = Paths::from_env()?;
     let (s_text, mut settings) = wiring::read_json(&paths.settings)?;
     let (j_text, mut state) = wiring::read_json(&paths.state)?;
-    let found = find(&settings, &state);
+    let found = wiring::find_in_json(&settings, &state);
     let w = Wiring::new(
         req,
         (found.hook.is_some() || found.server.is_some()).then_some(&found),
@@ -89,7 +62,7 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
         &mut settings,
         &paths.settings,
         &["permissions", "allow"],
-        &tool_names(),
+        &wiring::mcp_tool_names(),
         !w.auto(),
     )?;
     if w.auto() {
@@ -118,7 +91,7 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
     let paths = Paths::from_env()?;
     let (_, settings) = wiring::read_json(&paths.settings)?;
     let (_, state) = wiring::read_json(&paths.state)?;
-    let found = find(&settings, &state);
+    let found = wiring::find_in_json(&settings, &state);
     let mut checks = vec![wiring::check_exclusive(&found, HOST)];
     if found.hook.is_none() && found.server.is_none() {
         return Ok(checks);
@@ -186,7 +159,7 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
                 .iter()
                 .any(|r| r == name || *r == server_rule || *r == format!("{server_rule}__*"))
         };
-        let names = tool_names();
+        let names = wiring::mcp_tool_names();
         checks.push(if let Some(n) = names.iter().find(|n| covered(n, &deny)) {
             Check::fail(
                 "tool-approval",

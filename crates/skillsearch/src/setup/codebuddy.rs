@@ -5,7 +5,7 @@
 //! plugin do not fire in 2.163.0, so setup writes the settings hook instead. MCP tools are
 //! always deferred behind `ToolSearch` (the model calls `ToolSearch`, then `DeferExecuteTool`).
 
-use super::wiring::{self, Found, SERVER, TOOLS, Wiring};
+use super::wiring::{self, SERVER, Wiring};
 use super::{Check, SetupPlan, SetupRequest, get_path};
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
@@ -33,33 +33,6 @@ impl Paths {
     }
 }
 
-fn tool_names() -> Vec<String> {
-    TOOLS
-        .iter()
-        .map(|t| format!("mcp__{SERVER}__{t}"))
-        .collect()
-}
-
-fn find(settings: &Value, mcp: &Value) -> Found {
-    let server = get_path(mcp, &["mcpServers", SERVER]).and_then(|s| {
-        let cmd = s.get("command")?.as_str()?.to_string();
-        let args = s
-            .get("args")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Some((cmd, args))
-    });
-    Found {
-        hook: wiring::find_prompt_hook(settings),
-        server,
-    }
-}
-
 pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     if let Some((k, _)) = req.options.first() {
         bail!("setup codebuddy: unknown option `{k}` (it takes none)");
@@ -67,7 +40,7 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     let paths = Paths::from_env()?;
     let (s_text, mut settings) = wiring::read_json(&paths.settings)?;
     let (m_text, mut mcp) = wiring::read_json(&paths.mcp)?;
-    let found = find(&settings, &mcp);
+    let found = wiring::find_in_json(&settings, &mcp);
     let w = Wiring::new(
         req,
         (found.hook.is_some() || found.server.is_some()).then_some(&found),
@@ -79,7 +52,7 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
         &mut settings,
         &paths.settings,
         &["permissions", "allow"],
-        &tool_names(),
+        &wiring::mcp_tool_names(),
         !w.auto(),
     )?;
     if w.auto() {
@@ -107,7 +80,7 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
     let paths = Paths::from_env()?;
     let (_, settings) = wiring::read_json(&paths.settings)?;
     let (_, mcp) = wiring::read_json(&paths.mcp)?;
-    let found = find(&settings, &mcp);
+    let found = wiring::find_in_json(&settings, &mcp);
     let mut checks = vec![wiring::check_exclusive(&found, HOST)];
     if found.hook.is_none() && found.server.is_none() {
         return Ok(checks);
@@ -161,7 +134,7 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
                 .unwrap_or_default()
         };
         let (allow, deny) = (rules("allow"), rules("deny"));
-        let names = tool_names();
+        let names = wiring::mcp_tool_names();
         checks.push(if let Some(n) = names.iter().find(|n| deny.contains(n)) {
             Check::fail(
                 "tool-approval",

@@ -236,6 +236,35 @@ impl Found {
 }
 
 /// Our `UserPromptSubmit` handler in a `{"hooks": {"UserPromptSubmit": [...]}}` document.
+/// The tool names a model sees for a JSON-configured MCP server (`mcp__<server>__<tool>`).
+pub fn mcp_tool_names() -> Vec<String> {
+    TOOLS
+        .iter()
+        .map(|t| format!("mcp__{SERVER}__{t}"))
+        .collect()
+}
+
+/// Our prompt hook in `settings`, and our server in `servers` (a JSON file with `mcpServers`).
+pub fn find_in_json(settings: &Value, servers: &Value) -> Found {
+    let server = super::get_path(servers, &["mcpServers", SERVER]).and_then(|s| {
+        let cmd = s.get("command")?.as_str()?.to_string();
+        let args = s
+            .get("args")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some((cmd, args))
+    });
+    Found {
+        hook: find_prompt_hook(settings),
+        server,
+    }
+}
+
 pub fn find_prompt_hook(root: &Value) -> Option<(Value, usize, usize)> {
     let groups = root.get("hooks")?.get("UserPromptSubmit")?.as_array()?;
     groups.iter().enumerate().find_map(|(g, group)| {
