@@ -68,8 +68,31 @@ pub fn retrieve(
     render_opts: &RenderOptions,
     counter: &TokenCounter,
 ) -> Result<Retrieval> {
+    retrieve_with(index, query, opts, gate, render_opts, counter, &|_| {
+        Ok(Vec::new())
+    })
+}
+
+/// [`retrieve`], plus the hits `more` finds given the index's own: the bundled skills of the
+/// plugins those hits activate (`activates.plugins`), searched with the same query. They follow
+/// the index's hits, and the budget and relevance guard apply to them alike.
+pub fn retrieve_with(
+    index: &SkillIndex,
+    query: &str,
+    opts: &SearchOptions,
+    gate: &GateEnv,
+    render_opts: &RenderOptions,
+    counter: &TokenCounter,
+    more: &dyn Fn(&[Hit]) -> Result<Vec<Hit>>,
+) -> Result<Retrieval> {
     let t = Instant::now();
-    let result = index.search(query, opts, gate)?;
+    let mut result = index.search(query, opts, gate)?;
+    let extra = more(&result.hits)?;
+    for h in extra {
+        if !result.hits.iter().any(|x| x.path == h.path) {
+            result.hits.push(h);
+        }
+    }
     let search_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     let mut kept = Vec::with_capacity(result.hits.len());

@@ -224,6 +224,27 @@ impl App {
         Ok(idx.clone())
     }
 
+    /// One warm index per installed plugin that bundles skills, keyed by plugin id. A plugin
+    /// whose skills cannot be indexed is left out (its skills are not offered), with a warning.
+    async fn bundled_indexes(self: &Arc<Self>) -> Vec<(String, Arc<SkillIndex>)> {
+        let mut out = Vec::new();
+        for p in self
+            .inventory
+            .plugins
+            .values()
+            .filter(|p| !p.skills.is_empty())
+        {
+            let ws = self.workspace(Roots::explicit(p.skills.iter().cloned()));
+            match self.index(&ws).await {
+                Ok(idx) => out.push((p.id.clone(), idx)),
+                Err(e) => {
+                    tracing::warn!(target: "serve", plugin = %p.id, error = %format!("{e:#}"), "cannot index the plugin's bundled skills")
+                }
+            }
+        }
+        out
+    }
+
     fn log(&self, d: &Decision) {
         if let Some(log) = &self.log
             && let Err(e) = log.append(d)
@@ -285,6 +306,11 @@ impl App {
         let app = self.clone();
         let work = async move {
             let idx = app.index(&ws).await?;
+            let bundled = if search_tool {
+                Vec::new()
+            } else {
+                app.bundled_indexes().await
+            };
             let key: CacheKey = (
                 roots_key,
                 query.clone(),
@@ -307,7 +333,28 @@ impl App {
                         tools::skill_search(&idx, &q, &opts, &app2.gate, &ro, &app2.counter);
                     anyhow::Ok(Arc::new((text, r)))
                 } else {
-                    let r = deliver::retrieve(&idx, &q, &opts, &app2.gate, &ro, &app2.counter)?;
+                    // Skills bundled by the plugins this turn's hits activate join the block.
+                    let more = |hits: &[skillsearch_core::Hit]| {
+                        let mut out = Vec::new();
+                        for (plugin, pidx) in &bundled {
+                            if hits
+                                .iter()
+                                .any(|h| h.meta.openclaw.activates_plugins.contains(plugin))
+                            {
+                                out.extend(pidx.search(&q, &opts, &app2.gate)?.hits);
+                            }
+                        }
+                        Ok(out)
+                    };
+                    let r = deliver::retrieve_with(
+                        &idx,
+                        &q,
+                        &opts,
+                        &app2.gate,
+                        &ro,
+                        &app2.counter,
+                        &more,
+                    )?;
                     anyhow::Ok(Arc::new((deliver::injected_context(&r.text), Some(r))))
                 }
             })

@@ -345,3 +345,43 @@ fn plan_endpoint_hides_managed_plugin_tools_on_unrelated_turns() {
         "{log}"
     );
 }
+
+#[test]
+fn an_activated_plugin_brings_its_bundled_skills_into_the_block() {
+    let (tmp, home, skills) = library();
+    let a = skills.join("analyst");
+    fs::create_dir_all(&a).unwrap();
+    fs::write(a.join("SKILL.md"), "---\nname: analyst\ndescription: Query the big data platform for sales figures\nmetadata: {\"openclaw\":{\"activates\":{\"plugins\":[\"bigdata\"]}}}\n---\nUse the bigdata tools.\n").unwrap();
+    let plugin = tmp.path().join("plugins/bigdata");
+    let bundled = plugin.join("skills/bd-syntax");
+    fs::create_dir_all(&bundled).unwrap();
+    fs::write(
+        plugin.join("openclaw.plugin.json"),
+        r#"{"id":"bigdata","contracts":{"tools":["bd_query"]},"skills":["skills"]}"#,
+    )
+    .unwrap();
+    fs::write(bundled.join("SKILL.md"), "---\nname: bd-syntax\ndescription: Query syntax of the big data platform\n---\nPartitions are named BDX-4471.\n").unwrap();
+    let d = Daemon::start_with_env(
+        &home,
+        &skills,
+        &[],
+        &[("SKILLSEARCH_PLUGINS_DIRS", &tmp.path().join("plugins"))],
+    );
+    let (st, v) = d.post(
+        "/v1/retrieve",
+        &json!({"query": "query the big data platform for sales figures", "mode": "auto"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let text = v["text"].as_str().unwrap();
+    assert!(text.contains("Use the bigdata tools."), "{text}");
+    assert!(
+        text.contains("BDX-4471"),
+        "the bundled skill is missing: {text}"
+    );
+    // Not activated: a turn whose hits activate nothing does not see the plugin's skills.
+    let (_, v) = d.post(
+        "/v1/retrieve",
+        &json!({"query": "extract tables from a scanned PDF", "mode": "auto"}),
+    );
+    assert!(!v["text"].as_str().unwrap().contains("BDX-4471"), "{v}");
+}
