@@ -127,3 +127,41 @@ export class Engine {
     }
   }
 }
+
+/** The same calls against a running `skillsearch serve` daemon (`url`, optional bearer `token`). */
+export class HttpEngine {
+  constructor(opts) {
+    this.opts = opts;
+    this.lastError = null;
+  }
+
+  async call(method, params, timeoutMs = this.opts.timeoutMs) {
+    const url = `${this.opts.url.replace(/\/+$/, "")}/v1/${method}`;
+    const headers = { "content-type": "application/json" };
+    if (this.opts.token) headers.authorization = `Bearer ${this.opts.token}`;
+    try {
+      const res = await fetch(url, {
+        method: "POST",
+        headers,
+        body: JSON.stringify(params ?? {}),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      const body = await res.json().catch(() => null);
+      if (!res.ok || body === null) {
+        this.fail(`${method} answered HTTP ${res.status}: ${body?.error ?? "no JSON"}`);
+        return null;
+      }
+      return body;
+    } catch (e) {
+      this.fail(`${method} at ${url} failed: ${e.name === "TimeoutError" ? `no answer in ${timeoutMs} ms` : e.message}`);
+      return null;
+    }
+  }
+
+  fail(message) {
+    this.lastError = message;
+    this.opts.log?.warn?.(`skillsearch: ${message}; this turn goes on without skills`);
+  }
+
+  stop() {}
+}

@@ -12,12 +12,12 @@ import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Engine, engineEnv } from "./engine.js";
+import { Engine, HttpEngine, engineEnv } from "./engine.js";
 
 const PLUGIN_ID = "skillsearch";
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** Plugin-only keys; every other config key is a skillsearch setting, forwarded to the engine. */
-const PLUGIN_KEYS = new Set(["binary", "home"]);
+const PLUGIN_KEYS = new Set(["binary", "home", "url", "token"]);
 const MAX_SESSIONS = 512;
 const MAX_COMMITTED = 4096;
 
@@ -101,11 +101,13 @@ function engineFor(api, cfg) {
   const binary = findBinary(cfg);
   const env = engineEnv(process.env, settings);
   if (cfg.home) env.SKILLSEARCH_HOME = cfg.home;
-  const key = JSON.stringify([binary, env.SKILLSEARCH_HOME, settings]);
+  const key = JSON.stringify([binary, env.SKILLSEARCH_HOME, settings, cfg.url ?? ""]);
   let e = state.engines.get(key);
   if (!e) {
     const deadline = Number(cfg.deadline_ms ?? 8000);
-    e = new Engine({ binary, env, timeoutMs: deadline + 500, log: api.logger });
+    e = cfg.url
+      ? new HttpEngine({ url: cfg.url, token: cfg.token, timeoutMs: deadline + 500, log: api.logger })
+      : new Engine({ binary, env, timeoutMs: deadline + 500, log: api.logger });
     state.engines.set(key, e);
   }
   return e;

@@ -33,6 +33,14 @@ pub const PLUGIN_ONLY_KEYS: &[(&str, &str)] = &[
         "home",
         "skillsearch's home (indexes, config.toml, decision log). Empty: SKILLSEARCH_HOME, else ~/.skillsearch.",
     ),
+    (
+        "url",
+        "A running `skillsearch serve` daemon (e.g. http://127.0.0.1:7077) to use instead of a child the plugin starts. Settings then come from the daemon.",
+    ),
+    (
+        "token",
+        "Bearer token for `url`, when the daemon was started with --token.",
+    ),
 ];
 
 /// The plugin manifest: its `configSchema` is skillsearch's own config schema plus the
@@ -570,26 +578,41 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
             "fix plugins.entries.skillsearch.config in openclaw.json, or rerun setup",
         ));
     }
-    // The binary the plugin runs.
-    let binary = pc
-        .get("binary")
+    // A daemon instead of a child: it must be listening. Otherwise the binary the plugin runs.
+    if let Some(url) = pc
+        .get("url")
         .and_then(Value::as_str)
-        .filter(|b| !b.is_empty())
-        .map(PathBuf::from);
-    match binary.clone().or_else(|| super::on_path("skillsearch")) {
-        Some(b) if super::is_executable(&b) => {
-            checks.push(Check::ok("binary", format!("{}", b.display())))
+        .filter(|u| !u.is_empty())
+    {
+        checks.push(match daemon_reachable(url) {
+            Ok(()) => Check::ok("daemon", format!("{url} accepts connections")),
+            Err(e) => Check::fail(
+                "daemon",
+                format!("plugin config url {url}: {e}"),
+                "start it (skillsearch serve --listen <addr>) or remove `url` to let the plugin start its own engine",
+            ),
+        });
+    } else {
+        let binary = pc
+            .get("binary")
+            .and_then(Value::as_str)
+            .filter(|b| !b.is_empty())
+            .map(PathBuf::from);
+        match binary.clone().or_else(|| super::on_path("skillsearch")) {
+            Some(b) if super::is_executable(&b) => {
+                checks.push(Check::ok("binary", format!("{}", b.display())))
+            }
+            Some(b) => checks.push(Check::fail(
+                "binary",
+                format!("{} is not an executable file", b.display()),
+                fix_setup,
+            )),
+            None => checks.push(Check::fail(
+                "binary",
+                "no `binary` in the plugin config and no skillsearch on PATH",
+                fix_setup,
+            )),
         }
-        Some(b) => checks.push(Check::fail(
-            "binary",
-            format!("{} is not an executable file", b.display()),
-            fix_setup,
-        )),
-        None => checks.push(Check::fail(
-            "binary",
-            "no `binary` in the plugin config and no skillsearch on PATH",
-            fix_setup,
-        )),
     }
     // The hook's deadline against OpenClaw's hook timeout.
     let deadline = pc
@@ -649,6 +672,28 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
     checks.extend(runtime_inspection(&paths, &mode));
     let _ = home;
     Ok(checks)
+}
+
+/// Whether something listens at an `http://host:port` URL (connect within 2 s).
+fn daemon_reachable(url: &str) -> Result<()> {
+    use std::net::ToSocketAddrs;
+    let rest = url
+        .strip_prefix("http://")
+        .context("only http:// URLs are served by `skillsearch serve`")?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let addr = if authority.contains(':') {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    };
+    let sock = addr
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {addr}"))?
+        .next()
+        .with_context(|| format!("{addr} resolves to nothing"))?;
+    std::net::TcpStream::connect_timeout(&sock, std::time::Duration::from_secs(2))
+        .with_context(|| format!("nothing listens at {sock}"))?;
+    Ok(())
 }
 
 fn manifest_id(dir: &Path) -> Option<String> {
