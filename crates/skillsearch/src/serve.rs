@@ -481,6 +481,16 @@ impl App {
         Ok(v)
     }
 
+    /// The tools a host plugin offers in `on_demand` mode (none in `auto`), with the exact
+    /// names, descriptions and schemas every other surface uses.
+    fn tools(&self) -> Value {
+        let tools = match self.settings.mode {
+            Mode::OnDemand => tools::function_schemas(),
+            Mode::Auto => Vec::new(),
+        };
+        json!({"mode": self.settings.mode.as_str(), "tools": tools})
+    }
+
     fn health(&self) -> Value {
         let n = self.workspaces.lock().map(|m| m.len()).unwrap_or(0);
         json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": self.settings.mode.as_str()})
@@ -603,10 +613,15 @@ async fn h_health(
     Ok(Json(app.health()))
 }
 
+async fn h_tools(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    app.authorised(&headers)?;
+    Ok(Json(app.tools()))
+}
+
 async fn h_fallback() -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
-        "no such endpoint; see POST /v1/retrieve, /v1/search, /v1/read, /v1/plan and GET /v1/health".into(),
+        "no such endpoint; see POST /v1/retrieve, /v1/search, /v1/read, /v1/plan and GET /v1/tools, /v1/health".into(),
     )
 }
 
@@ -616,13 +631,14 @@ fn router(app: Arc<App>) -> Router {
         .route("/v1/search", post(h_search))
         .route("/v1/read", post(h_read))
         .route("/v1/plan", post(h_plan))
+        .route("/v1/tools", get(h_tools))
         .route("/v1/health", get(h_health))
         .fallback(h_fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)
 }
 
-/// Answers newline-delimited JSON requests `{"id", "method": retrieve|search|read|health,
+/// Answers newline-delimited JSON requests `{"id", "method": retrieve|search|read|plan|tools|health,
 /// "params"}` on stdin with `{"id", "result"}` or `{"id", "error"}` lines on stdout.
 async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -663,11 +679,12 @@ async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
                             format!("bad params: {e}"),
                         )),
                     },
+                    Some("tools") => Ok(app.tools()),
                     Some("health") => Ok(app.health()),
                     other => Err(ApiError(
                         StatusCode::NOT_FOUND,
                         format!(
-                            "unknown method {other:?}; use retrieve, search, read, plan or health"
+                            "unknown method {other:?}; use retrieve, search, read, plan, tools or health"
                         ),
                     )),
                 };
