@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::output::Out;
 
+pub mod hermes;
 pub mod openclaw;
 
 /// The hosts `setup` and `doctor` know.
@@ -22,12 +23,15 @@ pub mod openclaw;
 pub enum Host {
     /// OpenClaw 2026.8+ (context engine, hook, tools) and ≤ 2026.7 (hook, tools)
     Openclaw,
+    /// Hermes Agent 0.19+ (memory-provider plugin: prefetch in auto, tools in on_demand)
+    Hermes,
 }
 
 /// Plans the host's changes and applies them.
 pub fn run_setup(out: &mut Out, host: Host, req: &SetupRequest, dry_run: bool) -> Result<u8> {
     let plan = match host {
         Host::Openclaw => openclaw::setup(req)?,
+        Host::Hermes => hermes::setup(req)?,
     };
     apply(out, &plan, dry_run)?;
     Ok(0)
@@ -37,6 +41,7 @@ pub fn run_setup(out: &mut Out, host: Host, req: &SetupRequest, dry_run: bool) -
 pub fn run_doctor(out: &mut Out, host: Host, home: &Path, json: bool) -> Result<u8> {
     let checks = match host {
         Host::Openclaw => openclaw::doctor(home)?,
+        Host::Hermes => hermes::doctor(home)?,
     };
     report(out, host, &checks, json)
 }
