@@ -28,7 +28,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -356,7 +355,12 @@ class SkillsearchProvider(MemoryProvider):
             return
         self._warned = True
         logger.error(msg)
-        print(msg, file=sys.stderr, flush=True)
+        # Straight to file descriptor 2: `hermes -z` points sys.stderr at /dev/null for the whole
+        # turn, and a configuration that turns skills off must not be silent.
+        try:
+            os.write(2, (msg + "\n").encode("utf-8", "replace"))
+        except OSError:
+            pass
         if self._warn_cb is not None:
             try:
                 self._warn_cb(msg)
@@ -386,7 +390,12 @@ class SkillsearchProvider(MemoryProvider):
             try:
                 eng.call("read", {"id": "", "host": "hermes"}, wait_seconds(s["deadline_ms"]))
             except Exception as e:  # noqa: BLE001
-                logger.warning("skillsearch engine warm-up failed: %s", e)
+                # Say it once, loudly: a missing binary or a configuration the engine rejects
+                # would otherwise leave every turn without skills and nobody the wiser.
+                self._warn(
+                    f"skillsearch: the engine is not answering ({e}); turns go on without "
+                    "skills. Run `skillsearch doctor hermes`"
+                )
 
         threading.Thread(target=warm, name="skillsearch-warm", daemon=True).start()
 

@@ -38,8 +38,8 @@ SKILLS = {
 
 
 def skillsearch_binary() -> Path:
-    """The binary under test: $SKILLSEARCH_BIN, else the cargo target dir's debug build."""
-    env = os.environ.get("SKILLSEARCH_BIN")
+    """The binary under test: $HERMES_E2E_BINARY, else the cargo target dir's debug build."""
+    env = os.environ.get("HERMES_E2E_BINARY")
     if env:
         return Path(env)
     target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
@@ -50,7 +50,7 @@ def skillsearch_binary() -> Path:
     found = shutil.which("skillsearch")
     if found:
         return Path(found)
-    pytest.exit("no skillsearch binary: build it (cargo build) or set SKILLSEARCH_BIN", 2)
+    pytest.exit("no skillsearch binary: build it (cargo build) or set HERMES_E2E_BINARY", 2)
 
 
 def write_skills(root: Path) -> Path:
