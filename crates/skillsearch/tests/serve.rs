@@ -274,6 +274,8 @@ fn stdio_mode_answers_line_by_line() {
     assert_eq!(v["result"]["status"], "ok");
     let v = ask(r#"{"id": "t", "method": "tools"}"#);
     assert_eq!(v["result"], json!({"mode": "auto", "tools": []}));
+    let v = ask(r#"{"id": "w", "method": "warm", "params": {}}"#);
+    assert_eq!(v["result"]["ready"], true, "{v}");
     let v = ask("{broken");
     assert!(v["error"]["message"].as_str().unwrap().contains("not JSON"));
     let v = ask(r#"{"id": 2, "method": "explode"}"#);

@@ -177,4 +177,18 @@ fn setup_refuses_another_provider_and_a_misspelled_mode() {
         failed(&v).join("\n").contains("plugins.skillsearch.mode"),
         "{v}"
     );
+    // on_demand with the memory toolset off for the CLI: a warning naming the key.
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("mode: atuo", "mode: on_demand");
+    std::fs::write(
+        &cfg,
+        format!("{text}platform_toolsets:\n  cli: [web, terminal]\n"),
+    )
+    .unwrap();
+    let (_, v) = doctor(&hermes, &home);
+    assert!(
+        failed(&v).join("\n").contains("platform_toolsets.cli"),
+        "{v}"
+    );
 }

@@ -388,7 +388,7 @@ class SkillsearchProvider(MemoryProvider):
         def warm() -> None:
             # Start the child and open the index now, so the first turn finds it warm.
             try:
-                eng.call("read", {"id": "", "host": "hermes"}, wait_seconds(s["deadline_ms"]))
+                eng.call("warm", {}, wait_seconds(s["deadline_ms"]))
             except Exception as e:  # noqa: BLE001
                 # Say it once, loudly: a missing binary or a configuration the engine rejects
                 # would otherwise leave every turn without skills and nobody the wiser.

@@ -571,6 +571,23 @@ pub fn doctor(_home: &Path) -> Result<Vec<Check>> {
         )
     });
 
+    // on_demand tools reach the model only while Hermes' `memory` toolset is on; an explicit
+    // CLI toolset list without it (and without a `hermes-*` composite that includes it) hides them.
+    let cli_toolsets = cfg
+        .as_ref()
+        .and_then(|c| get_path(c, &["platform_toolsets", "cli"]))
+        .and_then(Value::as_array);
+    if let Some(list) = cli_toolsets.filter(|_| s.mode == "on_demand") {
+        let names: Vec<&str> = list.iter().filter_map(Value::as_str).collect();
+        if !names.contains(&"memory") && !names.iter().any(|n| n.starts_with("hermes-")) {
+            checks.push(Check::warn(
+                "memory-toolset",
+                "platform_toolsets.cli has no `memory` toolset: Hermes then leaves skill_search / skill_read out of the CLI's tools",
+                "add `memory` to platform_toolsets.cli in config.yaml (or enable it in `hermes tools`)",
+            ));
+        }
+    }
+
     let roots = if s.skills.is_empty() {
         vec![hermes.join("skills").display().to_string()]
     } else {
