@@ -102,6 +102,15 @@ pub fn skill_read_schema() -> Value {
     })
 }
 
+/// Both tools as bare OpenAI-style function schemas `{"name", "description", "parameters"}`, for
+/// host plugins that register the tools themselves (the daemon's `tools` method serves these).
+pub fn function_schemas() -> Vec<Value> {
+    vec![
+        json!({"name": SKILL_SEARCH, "description": SKILL_SEARCH_DESCRIPTION, "parameters": skill_search_schema()}),
+        json!({"name": SKILL_READ, "description": SKILL_READ_DESCRIPTION, "parameters": skill_read_schema()}),
+    ]
+}
+
 /// The text a `skill_search` call returns, and the retrieval behind it (for the decision log).
 pub fn skill_search(
     index: &SkillIndex,

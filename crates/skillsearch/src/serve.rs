@@ -159,6 +159,16 @@ struct ReadReq {
     host: Option<String>,
 }
 
+/// Opens (or builds) a workspace's index ahead of its first turn.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WarmReq {
+    #[serde(default)]
+    workspace: Option<PathBuf>,
+    #[serde(default)]
+    skills: Option<Vec<PathBuf>>,
+}
+
 impl App {
     fn roots(
         &self,
@@ -565,6 +575,36 @@ impl App {
         Ok(v)
     }
 
+    /// Opens the workspace's index now (building it if needed) so the first turn finds it warm.
+    /// Not a turn: nothing is logged. `ready` is false when the deadline passed first; the
+    /// build goes on and a later request finds it.
+    async fn warm(self: &Arc<Self>, req: WarmReq) -> Result<Value, ApiError> {
+        let started = Instant::now();
+        let roots = self.roots(&req.workspace, &req.skills)?;
+        let ws = self.workspace(roots);
+        let ready = match tokio::time::timeout(self.deadline(), self.index(&ws)).await {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => {
+                return Err(ApiError(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("cannot open the index: {e:#}"),
+                ));
+            }
+            Err(_) => false,
+        };
+        Ok(json!({"ready": ready, "elapsed_ms": ms(started)}))
+    }
+
+    /// The tools a host plugin offers in `on_demand` mode (none in `auto`), with the exact
+    /// names, descriptions and schemas every other surface uses.
+    fn tools(&self) -> Value {
+        let tools = match self.settings.mode {
+            Mode::OnDemand => tools::function_schemas(),
+            Mode::Auto => Vec::new(),
+        };
+        json!({"mode": self.settings.mode.as_str(), "tools": tools})
+    }
+
     fn health(&self) -> Value {
         let n = self.workspaces.lock().map(|m| m.len()).unwrap_or(0);
         json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": self.settings.mode.as_str()})
@@ -687,10 +727,24 @@ async fn h_health(
     Ok(Json(app.health()))
 }
 
+async fn h_warm(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Json<WarmReq>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    app.authorised(&headers)?;
+    Ok(Json(app.warm(body?.0).await?))
+}
+
+async fn h_tools(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    app.authorised(&headers)?;
+    Ok(Json(app.tools()))
+}
+
 async fn h_fallback() -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
-        "no such endpoint; see POST /v1/retrieve, /v1/search, /v1/read, /v1/plan and GET /v1/health".into(),
+        "no such endpoint; see POST /v1/retrieve, /v1/search, /v1/read, /v1/plan, /v1/warm and GET /v1/tools, /v1/health".into(),
     )
 }
 
@@ -700,13 +754,15 @@ fn router(app: Arc<App>) -> Router {
         .route("/v1/search", post(h_search))
         .route("/v1/read", post(h_read))
         .route("/v1/plan", post(h_plan))
+        .route("/v1/warm", post(h_warm))
+        .route("/v1/tools", get(h_tools))
         .route("/v1/health", get(h_health))
         .fallback(h_fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(app)
 }
 
-/// Answers newline-delimited JSON requests `{"id", "method": retrieve|search|read|health,
+/// Answers newline-delimited JSON requests `{"id", "method": retrieve|search|read|plan|warm|tools|health,
 /// "params"}` on stdin with `{"id", "result"}` or `{"id", "error"}` lines on stdout.
 async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -747,11 +803,19 @@ async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
                             format!("bad params: {e}"),
                         )),
                     },
+                    Some("warm") => match serde_json::from_value::<WarmReq>(params) {
+                        Ok(p) => app.warm(p).await,
+                        Err(e) => Err(ApiError(
+                            StatusCode::BAD_REQUEST,
+                            format!("bad params: {e}"),
+                        )),
+                    },
+                    Some("tools") => Ok(app.tools()),
                     Some("health") => Ok(app.health()),
                     other => Err(ApiError(
                         StatusCode::NOT_FOUND,
                         format!(
-                            "unknown method {other:?}; use retrieve, search, read, plan or health"
+                            "unknown method {other:?}; use retrieve, search, read, plan, warm, tools or health"
                         ),
                     )),
                 };

@@ -272,6 +272,10 @@ fn stdio_mode_answers_line_by_line() {
     assert!(v["result"]["text"].as_str().unwrap().contains("PARSNIP"));
     let v = ask(r#"{"id": "h", "method": "health"}"#);
     assert_eq!(v["result"]["status"], "ok");
+    let v = ask(r#"{"id": "t", "method": "tools"}"#);
+    assert_eq!(v["result"], json!({"mode": "auto", "tools": []}));
+    let v = ask(r#"{"id": "w", "method": "warm", "params": {}}"#);
+    assert_eq!(v["result"]["ready"], true, "{v}");
     let v = ask("{broken");
     assert!(v["error"]["message"].as_str().unwrap().contains("not JSON"));
     let v = ask(r#"{"id": 2, "method": "explode"}"#);
@@ -290,6 +294,35 @@ fn stdio_mode_answers_line_by_line() {
     );
     drop(stdin);
     assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn tools_method_serves_the_golden_tool_strings_in_on_demand_mode() {
+    let (_t, home, skills) = library();
+    let d = Daemon::start(&home, &skills, &["--mode", "on_demand"]);
+    let (status, v) = d.http("GET", "/v1/tools", b"", &[]);
+    assert_eq!(status, 200);
+    assert_eq!(v["mode"], "on_demand");
+    let golden = |f: &str| {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../skillsearch-core/tests/golden")
+                .join(f),
+        )
+        .unwrap()
+    };
+    let tools = v["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["skill_search", "skill_read"]);
+    for t in tools {
+        let name = t["name"].as_str().unwrap();
+        assert_eq!(
+            t["description"].as_str().unwrap().trim_end(),
+            golden(&format!("{name}.description.txt")).trim_end()
+        );
+        let schema: Value = serde_json::from_str(&golden(&format!("{name}.schema.json"))).unwrap();
+        assert_eq!(t["parameters"], schema);
+    }
 }
 
 #[test]

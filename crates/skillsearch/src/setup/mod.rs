@@ -17,6 +17,7 @@ use crate::output::Out;
 pub mod claude_code;
 pub mod codebuddy;
 pub mod codex;
+pub mod hermes;
 pub mod openclaw;
 pub mod wiring;
 
@@ -32,6 +33,8 @@ pub enum Host {
     Codex,
     /// CodeBuddy Code / WorkBuddy engine: settings.json hook (auto) or .mcp.json server (on_demand)
     Codebuddy,
+    /// Hermes Agent 0.19+ (memory-provider plugin: prefetch in auto, tools in on_demand)
+    Hermes,
 }
 
 /// Plans the host's changes and applies them.
@@ -41,6 +44,7 @@ pub fn run_setup(out: &mut Out, host: Host, req: &SetupRequest, dry_run: bool) -
         Host::ClaudeCode => claude_code::setup(req)?,
         Host::Codex => codex::setup(req)?,
         Host::Codebuddy => codebuddy::setup(req)?,
+        Host::Hermes => hermes::setup(req)?,
     };
     apply(out, &plan, dry_run)?;
     Ok(0)
@@ -53,6 +57,7 @@ pub fn run_doctor(out: &mut Out, host: Host, home: &Path, json: bool) -> Result<
         Host::ClaudeCode => claude_code::doctor(home)?,
         Host::Codex => codex::doctor(home)?,
         Host::Codebuddy => codebuddy::doctor(home)?,
+        Host::Hermes => hermes::doctor(home)?,
     };
     report(out, host, &checks, json)
 }
