@@ -301,7 +301,13 @@ def engine_for(settings: dict[str, Any]) -> Engine:
     argv += ["serve", "--stdio", "--mode", settings["mode"]]
     for s in settings["skills"]:
         argv += ["--skills", s]
-    env = dict(os.environ)
+    # The engine rejects unknown SKILLSEARCH_* variables; settings come from config.yaml, so pass
+    # on only the two that locate skillsearch's own files.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SKILLSEARCH_") or k in ("SKILLSEARCH_HOME", "SKILLSEARCH_CONFIG")
+    }
     env["SKILLSEARCH_DEADLINE_MS"] = str(settings["deadline_ms"])
     key = (tuple(argv), settings["deadline_ms"])
     with _ENGINES_LOCK:

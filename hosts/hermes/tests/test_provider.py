@@ -59,6 +59,12 @@ def test_settings_defaults_and_errors_name_the_key(tmp_path):
         plugin.load_settings(home)
 
 
+def test_a_stray_skillsearch_variable_does_not_stop_the_engine(provider, monkeypatch):
+    monkeypatch.setenv("SKILLSEARCH_BIN", "/somewhere/else")
+    p = provider(mode="auto")
+    assert FACT in p.prefetch(QUESTION, session_id="")
+
+
 def test_waits_stay_inside_the_hermes_cap():
     assert plugin.wait_seconds(5000) == pytest.approx(5.5)
     assert plugin.wait_seconds(60_000) < 8.0
