@@ -764,6 +764,12 @@ fn router(app: Arc<App>) -> Router {
 
 /// Answers newline-delimited JSON requests `{"id", "method": retrieve|search|read|plan|warm|tools|health,
 /// "params"}` on stdin with `{"id", "result"}` or `{"id", "error"}` lines on stdout.
+/// A stdio request's `params` as the method's request type; a mismatch is a 400-style error.
+fn params_of<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, ApiError> {
+    serde_json::from_value(params)
+        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("bad params: {e}")))
+}
+
 async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
@@ -780,35 +786,21 @@ async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
                 let id = req.get("id").cloned().unwrap_or(Value::Null);
                 let params = req.get("params").cloned().unwrap_or(json!({}));
                 let result = match req.get("method").and_then(Value::as_str) {
-                    Some("retrieve") | Some("search") => {
-                        match serde_json::from_value::<RetrieveReq>(params) {
-                            Ok(p) => app.retrieve(p, req["method"] == "search").await,
-                            Err(e) => Err(ApiError(
-                                StatusCode::BAD_REQUEST,
-                                format!("bad params: {e}"),
-                            )),
-                        }
-                    }
-                    Some("read") => match serde_json::from_value::<ReadReq>(params) {
+                    Some("retrieve") | Some("search") => match params_of::<RetrieveReq>(params) {
+                        Ok(p) => app.retrieve(p, req["method"] == "search").await,
+                        Err(e) => Err(e),
+                    },
+                    Some("read") => match params_of::<ReadReq>(params) {
                         Ok(p) => app.read(p).await,
-                        Err(e) => Err(ApiError(
-                            StatusCode::BAD_REQUEST,
-                            format!("bad params: {e}"),
-                        )),
+                        Err(e) => Err(e),
                     },
-                    Some("plan") => match serde_json::from_value::<PlanReq>(params) {
+                    Some("plan") => match params_of::<PlanReq>(params) {
                         Ok(p) => app.plan(p).await,
-                        Err(e) => Err(ApiError(
-                            StatusCode::BAD_REQUEST,
-                            format!("bad params: {e}"),
-                        )),
+                        Err(e) => Err(e),
                     },
-                    Some("warm") => match serde_json::from_value::<WarmReq>(params) {
+                    Some("warm") => match params_of::<WarmReq>(params) {
                         Ok(p) => app.warm(p).await,
-                        Err(e) => Err(ApiError(
-                            StatusCode::BAD_REQUEST,
-                            format!("bad params: {e}"),
-                        )),
+                        Err(e) => Err(e),
                     },
                     Some("tools") => Ok(app.tools()),
                     Some("health") => Ok(app.health()),
