@@ -234,15 +234,19 @@ impl App {
         Ok(idx.clone())
     }
 
-    /// One warm index per installed plugin that bundles skills, keyed by plugin id. A plugin
-    /// whose skills cannot be indexed is left out (its skills are not offered), with a warning.
-    async fn bundled_indexes(self: &Arc<Self>) -> Vec<(String, Arc<SkillIndex>)> {
+    /// One warm index per plugin in `managed` that bundles skills, keyed by plugin id, opened
+    /// on first use. A plugin whose skills cannot be indexed is left out (its skills are not
+    /// offered), with a warning.
+    async fn bundled_indexes<V>(
+        self: &Arc<Self>,
+        managed: &std::collections::BTreeMap<String, V>,
+    ) -> Vec<(String, Arc<SkillIndex>)> {
         let mut out = Vec::new();
         for p in self
             .inventory
             .plugins
             .values()
-            .filter(|p| !p.skills.is_empty())
+            .filter(|p| !p.skills.is_empty() && managed.contains_key(&p.id))
         {
             let ws = self.workspace(Roots::explicit(p.skills.iter().cloned()));
             match self.index(&ws).await {
@@ -319,7 +323,9 @@ impl App {
             let bundled = if search_tool {
                 Vec::new()
             } else {
-                app.bundled_indexes().await
+                // Only plugins some eligible skill activates can be activated this turn.
+                let managed = idx.managed_plugins(&app.gate).unwrap_or_default();
+                app.bundled_indexes(&managed).await
             };
             let key: CacheKey = (
                 roots_key,
