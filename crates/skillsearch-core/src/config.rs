@@ -165,6 +165,50 @@ pub const KEYS: &[KeyDef] = &[
         default: "1.0",
         doc: "BM25 weight of the body.",
     },
+    KeyDef {
+        name: "retriever",
+        env: "SKILLSEARCH_RETRIEVER",
+        kind: Kind::Enum(&crate::search::Retriever::ALL),
+        default: "\"hybrid\"",
+        doc: "Ranking: lexical (BM25), semantic (sentence vectors) or hybrid (both, fused by weighted reciprocal rank). Semantic and hybrid need a sentence model; without one, and in the per-turn hook, retrieval is lexical.",
+    },
+    KeyDef {
+        name: "embedding_model_dir",
+        env: "SKILLSEARCH_MODEL_DIR",
+        kind: Kind::Path,
+        default: "\"\"",
+        doc: "Sentence model directory in the Hugging Face layout (config.json, tokenizer.json, model.safetensors), e.g. all-MiniLM-L6-v2. Empty: the first model under <home>/models/ (see `skillsearch models add`). Nothing is ever downloaded. In TOML also `[embedding] model_dir`.",
+    },
+    KeyDef {
+        name: "rrf_k",
+        env: "SKILLSEARCH_RRF_K",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 1000.0,
+        },
+        default: "7.0",
+        doc: "Fusion constant k: a hit at rank r of a retriever adds weight / (k + r).",
+    },
+    KeyDef {
+        name: "lexical_weight",
+        env: "SKILLSEARCH_LEXICAL_WEIGHT",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 100.0,
+        },
+        default: "1.0",
+        doc: "Fusion weight of the lexical ranking.",
+    },
+    KeyDef {
+        name: "semantic_weight",
+        env: "SKILLSEARCH_SEMANTIC_WEIGHT",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 100.0,
+        },
+        default: "1.1",
+        doc: "Fusion weight of the semantic ranking.",
+    },
 ];
 
 /// Environment variables that are ours but are not configuration keys.
@@ -228,6 +272,12 @@ pub struct Settings {
     pub name_weight: f32,
     pub description_weight: f32,
     pub body_weight: f32,
+    pub retriever: crate::search::Retriever,
+    /// `None`: look under `<home>/models/`.
+    pub embedding_model_dir: Option<PathBuf>,
+    pub rrf_k: f32,
+    pub lexical_weight: f32,
+    pub semantic_weight: f32,
     /// Every key's effective value (JSON) and its source, in table order.
     #[serde(skip)]
     pub effective: Vec<(&'static str, Value, Source)>,
@@ -401,7 +451,17 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
                 e.message()
             ),
         })?;
+        // A table is a section: `[embedding] model_dir` is the key `embedding_model_dir`.
+        let mut flat: Vec<(String, toml::Value)> = Vec::new();
         for (key, raw) in table {
+            match raw {
+                toml::Value::Table(section) => {
+                    flat.extend(section.into_iter().map(|(k, v)| (format!("{key}_{k}"), v)))
+                }
+                other => flat.push((key, other)),
+            }
+        }
+        for (key, raw) in flat {
             let Some(def) = key_def(&key) else {
                 return Err(ConfigError {
                     message: format!(
@@ -502,6 +562,13 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         name_weight: float("name_weight"),
         description_weight: float("description_weight"),
         body_weight: float("body_weight"),
+        retriever: crate::search::Retriever::parse(&text("retriever")).unwrap_or_default(),
+        embedding_model_dir: Some(text("embedding_model_dir"))
+            .filter(|w| !w.is_empty())
+            .map(PathBuf::from),
+        rrf_k: float("rrf_k"),
+        lexical_weight: float("lexical_weight"),
+        semantic_weight: float("semantic_weight"),
         effective: KEYS
             .iter()
             .map(|d| {

@@ -44,6 +44,9 @@ pub struct Decision {
     pub query: String,
     #[serde(default)]
     pub hits: Vec<LoggedHit>,
+    /// The retrievers that ranked the hits (`lexical`, `semantic`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retrievers: Vec<String>,
     /// Matches held back, as `id: reason`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<String>,
@@ -102,6 +105,8 @@ impl Decision {
         self.injected_tokens = r.tokens.unwrap_or_else(|| r.text.len().div_ceil(4));
         self.elapsed_ms.insert("search".into(), round3(r.search_ms));
         self.elapsed_ms.insert("render".into(), round3(r.render_ms));
+        self.retrievers = r.retrievers.iter().map(|s| s.to_string()).collect();
+        self.diagnostics.extend(r.notes.iter().cloned());
         self
     }
 }

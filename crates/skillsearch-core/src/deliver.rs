@@ -57,6 +57,10 @@ pub struct Retrieval {
     pub tokens: Option<usize>,
     pub search_ms: f64,
     pub render_ms: f64,
+    /// The retrievers that ranked the hits (`lexical`, `semantic`).
+    pub retrievers: Vec<&'static str>,
+    /// Why a requested retriever did not run.
+    pub notes: Vec<String>,
 }
 
 /// Searches and renders. Hits whose file vanished since indexing are skipped.
@@ -140,5 +144,7 @@ pub fn retrieve_with(
         off_topic,
         search_ms,
         render_ms: t.elapsed().as_secs_f64() * 1e3,
+        retrievers: result.retrievers,
+        notes: result.notes,
     })
 }

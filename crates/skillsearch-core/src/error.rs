@@ -28,6 +28,8 @@ pub enum Error {
     },
     #[error("no skill with id `{0}`; run `skillsearch search` to list ids")]
     UnknownSkill(String),
+    #[error("model at `{}`: {message}", path.display())]
+    Model { path: PathBuf, message: String },
     #[error("{0}")]
     Invalid(String),
 }

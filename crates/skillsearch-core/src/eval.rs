@@ -91,6 +91,9 @@ pub struct Summary {
     pub p95_ms: f64,
     pub queries: usize,
     pub skills: usize,
+    /// The retrievers that ranked (`lexical`, `semantic`, `hybrid`): what actually ran, which
+    /// is lexical when no sentence model was available.
+    pub retriever: String,
 }
 
 /// Averages per-query scores; latencies are per query in milliseconds.
@@ -107,6 +110,7 @@ pub fn summarise(scores: &[QueryScore], latencies_ms: &[f64], skills: usize) -> 
         p95_ms: percentile(latencies_ms, 95.0),
         queries: scores.len(),
         skills,
+        retriever: String::new(),
     }
 }
 

@@ -25,7 +25,7 @@ use tantivy::{
 };
 
 /// Bumped whenever the schema or the analyzer changes; a new version builds a new index.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Incremental refreshes leave merging to tantivy once the index has this many segments.
 const MERGE_AFTER_SEGMENTS: usize = 8;
@@ -109,6 +109,10 @@ pub(crate) struct Fields {
     pub(crate) meta: Field,
     /// Plugin ids from `activates.plugins`, one term each.
     pub(crate) activates: Field,
+    /// The text the semantic retriever embeds ([`crate::semantic::embed_text`]), and its hash:
+    /// vectors are keyed by the hash, so an unchanged skill is never embedded again.
+    pub(crate) etext: Field,
+    pub(crate) chash: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -134,6 +138,8 @@ fn schema() -> (Schema, Fields) {
         body: b.add_text_field("body", text(false)),
         meta: b.add_text_field("meta", STORED),
         activates: b.add_text_field("activates", STRING),
+        etext: b.add_text_field("etext", STORED),
+        chash: b.add_u64_field("chash", FAST),
     };
     (b.build(), f)
 }
@@ -169,6 +175,8 @@ pub struct DocKey {
     pub name: String,
     pub valid: bool,
     pub has_diag: bool,
+    /// Hash of the text the semantic retriever embeds (0 for an invalid skill).
+    pub chash: u64,
     pub(crate) size: u64,
     pub(crate) mtime_ns: i64,
     pub(crate) address: tantivy::DocAddress,
@@ -185,6 +193,8 @@ pub struct SkillIndex {
     state: std::sync::Mutex<State>,
     /// Document keys, with the searcher generation they were read from.
     keys: std::sync::Mutex<Option<(u64, std::sync::Arc<Vec<DocKey>>)>>,
+    /// The semantic retriever, once a long-lived caller attached one.
+    semantic: std::sync::RwLock<Option<std::sync::Arc<crate::semantic::Semantic>>>,
 }
 
 fn now_ms() -> u64 {
@@ -314,6 +324,7 @@ impl SkillIndex {
             f,
             state: std::sync::Mutex::new(state),
             keys: Default::default(),
+            semantic: Default::default(),
         };
         // Opening the reader already opened every segment (a truncated file fails there); also
         // open each segment's fast-field columns, which is cheap and catches a damaged one.
@@ -457,6 +468,18 @@ impl SkillIndex {
         Ok(managed)
     }
 
+    /// Makes hybrid and semantic retrieval available to [`SkillIndex::search`].
+    pub fn attach_semantic(&self, semantic: std::sync::Arc<crate::semantic::Semantic>) {
+        if let Ok(mut s) = self.semantic.write() {
+            *s = Some(semantic);
+        }
+    }
+
+    /// The attached semantic retriever.
+    pub fn semantic(&self) -> Option<std::sync::Arc<crate::semantic::Semantic>> {
+        self.semantic.read().ok().and_then(|s| s.clone())
+    }
+
     /// Changes whenever a refresh commits: answers computed for one generation stay valid
     /// until it changes.
     pub fn generation(&self) -> u64 {
@@ -513,6 +536,7 @@ impl SkillIndex {
             let valid = ff.u64("valid").map_err(e)?;
             let has_diag = ff.u64("has_diag").map_err(e)?;
             let mtime = ff.i64("mtime").map_err(e)?;
+            let chash = ff.u64("chash").map_err(e)?;
             // (terms by ordinal, ordinal column) of one string column.
             let strings =
                 |name: &str| -> Result<(Vec<String>, Option<tantivy::columnar::Column<u64>>)> {
@@ -554,6 +578,7 @@ impl SkillIndex {
                     name: get(&names, &name_ords, doc),
                     valid: valid.first(doc) == Some(1),
                     has_diag: has_diag.first(doc) == Some(1),
+                    chash: chash.first(doc).unwrap_or(0),
                     size: size.first(doc).unwrap_or(0),
                     mtime_ns: mtime.first(doc).unwrap_or(0),
                     address: tantivy::DocAddress::new(seg_ord as u32, doc),
@@ -779,16 +804,36 @@ impl SkillIndex {
             f_.has_diag => u64::from(!loaded.diagnostics.is_empty()),
             f_.meta => meta_json,
         );
+        if !loaded.valid {
+            d.add_u64(f_.chash, 0);
+        }
         if loaded.valid {
             d.add_text(f_.name, &loaded.meta.name);
             d.add_text(f_.name_key, &loaded.meta.name);
             d.add_text(f_.description, &loaded.meta.description);
             d.add_text(f_.body, body);
+            let etext = crate::semantic::embed_text(&loaded.meta, &loaded.body);
+            d.add_u64(f_.chash, crate::semantic::text_hash(&etext));
+            d.add_text(f_.etext, etext);
             for p in &loaded.meta.openclaw.activates_plugins {
                 d.add_text(f_.activates, p);
             }
         }
         (d, loaded.diagnostics)
+    }
+
+    /// The text the semantic retriever embeds for one document.
+    pub(crate) fn embed_text_of(
+        &self,
+        searcher: &Searcher,
+        addr: tantivy::DocAddress,
+    ) -> Result<String> {
+        let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
+        Ok(doc
+            .get_first(self.f.etext)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_owned())
     }
 
     /// The stored metadata of one document.

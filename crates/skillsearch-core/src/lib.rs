@@ -10,15 +10,18 @@ pub mod corpus;
 pub mod decision_log;
 pub mod deliver;
 pub mod diagnostic;
+pub mod embed;
 pub mod error;
 pub mod eval;
 pub mod frontmatter;
+pub mod fusion;
 pub mod gate;
 pub mod index;
 pub mod plan;
 pub mod relevance;
 pub mod render;
 pub mod search;
+pub mod semantic;
 pub mod tokens;
 pub mod tools;
 

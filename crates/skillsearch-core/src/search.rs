@@ -72,6 +72,47 @@ pub struct SearchOptions {
     pub body_stopword_df: f32,
     /// ...once the corpus has at least this many documents.
     pub stopword_min_docs: u64,
+    /// Which retrievers rank. Hybrid and semantic need a semantic retriever attached to the
+    /// index ([`SkillIndex::attach_semantic`]) with every skill embedded; until then the
+    /// lexical one answers alone and [`SearchResult::notes`] says why.
+    pub retriever: Retriever,
+    /// The fusion constant `k` of `w / (k + rank)`.
+    pub rrf_k: f32,
+    pub lexical_weight: f32,
+    pub semantic_weight: f32,
+    /// Candidates each retriever contributes to the fusion.
+    pub fusion_depth: usize,
+}
+
+/// A ranking method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Retriever {
+    Lexical,
+    Semantic,
+    #[default]
+    Hybrid,
+}
+
+impl Retriever {
+    pub const ALL: [&str; 3] = ["lexical", "semantic", "hybrid"];
+
+    pub fn parse(s: &str) -> Option<Retriever> {
+        match s {
+            "lexical" => Some(Retriever::Lexical),
+            "semantic" => Some(Retriever::Semantic),
+            "hybrid" => Some(Retriever::Hybrid),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Retriever::Lexical => "lexical",
+            Retriever::Semantic => "semantic",
+            Retriever::Hybrid => "hybrid",
+        }
+    }
 }
 
 impl Default for SearchOptions {
@@ -84,6 +125,11 @@ impl Default for SearchOptions {
             stopword_df: 0.5,
             body_stopword_df: 0.5,
             stopword_min_docs: 10,
+            retriever: Retriever::Hybrid,
+            rrf_k: 7.0,
+            lexical_weight: 1.0,
+            semantic_weight: 1.1,
+            fusion_depth: 30,
         }
     }
 }
@@ -139,10 +185,15 @@ pub struct SearchResult {
     /// The analysed query terms used, and those dropped as corpus stopwords.
     pub terms: Vec<String>,
     pub stopwords: Vec<String>,
+    /// The retrievers that ranked this answer (`lexical`, `semantic`).
+    pub retrievers: Vec<&'static str>,
+    /// Why a requested retriever did not run (no model, vectors still being computed, ...).
+    pub notes: Vec<String>,
 }
 
 impl SkillIndex {
-    /// Answers `query`. An empty or all-stopword query returns no hits, not an error.
+    /// Answers `query`. An empty query returns no hits, not an error; so does an all-stopword
+    /// one unless the semantic retriever runs.
     pub fn search(
         &self,
         query: &str,
@@ -195,77 +246,163 @@ impl SkillIndex {
                 result.stopwords.push(term.clone());
             }
         }
-        if clauses.is_empty() || opts.top_k == 0 {
+        let want_semantic = opts.retriever != Retriever::Lexical && !query.trim().is_empty();
+        let semantic = if want_semantic { self.semantic() } else { None };
+        if want_semantic && semantic.is_none() {
+            result.notes.push(
+                "semantic retrieval is off in this process (no sentence model loaded): lexical only".into(),
+            );
+        }
+        let want_lexical = opts.retriever != Retriever::Semantic || semantic.is_none();
+        if opts.top_k == 0 || (clauses.is_empty() && semantic.is_none()) {
             return Ok(result);
         }
-        let query = BooleanQuery::new(clauses);
-        let weight = query
-            .weight(EnableScoring::enabled_from_searcher(&searcher))
-            .map_err(|e| self.index_err(e))?;
+        let query_weight = (!clauses.is_empty() && want_lexical).then(|| {
+            BooleanQuery::new(clauses)
+                .weight(EnableScoring::enabled_from_searcher(&searcher))
+                .map_err(|e| self.index_err(e))
+        });
+        let weight = query_weight.transpose()?;
         // A few more than k, for hits that gating or shadowing drops; grows only if needed.
         let mut limit = opts.top_k + 4;
+        if semantic.is_some() {
+            limit = limit.max(opts.fusion_depth);
+        }
+        let generation = searcher.generation().generation_id();
+        let mut semantic_on = semantic.is_some();
         loop {
-            let (keyed, exhausted) = self.top_candidates(&searcher, weight.as_ref(), limit)?;
-            result.hits.clear();
-            result.dropped.clear();
-            let several_roots = self.roots.0.len() > 1;
-            for Candidate {
-                score,
-                root,
-                rel,
-                addr,
-            } in keyed
-            {
-                if result.hits.len() == opts.top_k {
-                    break;
+            let (lexical, mut exhausted) = match &weight {
+                Some(w) => self.top_candidates(&searcher, w.as_ref(), limit)?,
+                None => (Vec::new(), true),
+            };
+            let mut nearest = Vec::new();
+            if let Some(sem) = semantic.as_ref().filter(|_| semantic_on) {
+                match sem.search(self, query, limit) {
+                    Ok(Some((found, generation_of, coverage))) if generation_of == generation => {
+                        exhausted &= found.len() < limit || coverage.total <= limit;
+                        nearest = found;
+                    }
+                    Ok(Some(_)) => {
+                        semantic_on = false;
+                        result.notes.push(
+                            "semantic retrieval skipped: the index changed during the query".into(),
+                        );
+                    }
+                    Ok(None) => {
+                        semantic_on = false;
+                        let c = sem.coverage(self).unwrap_or_default();
+                        result.notes.push(format!(
+                            "semantic retrieval pending: {} of {} skills embedded (lexical only until done)",
+                            c.embedded, c.total
+                        ));
+                    }
+                    Err(e) => {
+                        semantic_on = false;
+                        result
+                            .notes
+                            .push(format!("semantic retrieval failed: {e} (lexical only)"));
+                    }
                 }
-                let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
-                let path = doc
-                    .get_first(self.f.path)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_owned();
-                let meta = self.stored_of(&doc)?.meta;
-                // Only a skill in a root of higher precedence shadows; two skills of one name in
-                // the same root are both kept (their ids differ) and reported by `index`.
-                let winner = if several_roots && root > 0 {
-                    self.docs_named(&searcher, &meta.name)?.into_iter().next()
-                } else {
-                    None
-                };
-                if let Some((w_root, w_rel)) = winner
-                    && w_root < root
-                {
-                    result.dropped.push(Dropped {
-                        id: rel,
-                        name: meta.name.clone(),
-                        exclusion: Exclusion {
-                            code: "shadowed".into(),
-                            reason: format!(
-                                "name `{}` is taken by `{w_rel}` in a root of higher precedence",
-                                meta.name
-                            ),
-                        },
-                    });
-                    continue;
-                }
-                if let Err(exclusion) = gate.check(&meta) {
-                    result.dropped.push(Dropped {
-                        id: rel,
-                        name: meta.name.clone(),
-                        exclusion,
-                    });
-                    continue;
-                }
-                result
-                    .hits
-                    .push(Hit::local(rel, root, PathBuf::from(path), meta, score));
             }
+            let ranked: Vec<Candidate> = if semantic_on {
+                let sem: Vec<Candidate> = nearest
+                    .into_iter()
+                    .map(|c| Candidate {
+                        score: c.score,
+                        root: c.key.root,
+                        rel: c.key.rel,
+                        addr: c.key.address,
+                    })
+                    .collect();
+                if weight.is_none() || opts.retriever == Retriever::Semantic {
+                    sem
+                } else {
+                    fuse(lexical, sem, opts)
+                }
+            } else {
+                lexical
+            };
+            result.retrievers.clear();
+            if weight.is_some() && (!semantic_on || opts.retriever != Retriever::Semantic) {
+                result.retrievers.push("lexical");
+            }
+            if semantic_on {
+                result.retrievers.push("semantic");
+            }
+            self.finish(&searcher, ranked, opts, gate, &mut result)?;
             if exhausted || result.hits.len() == opts.top_k {
                 return Ok(result);
             }
             limit *= 4;
         }
+    }
+
+    /// Turns ranked candidates into hits: reads their stored fields, drops those a skill of the
+    /// same name in a root of higher precedence shadows, and those the gate excludes.
+    fn finish(
+        &self,
+        searcher: &Searcher,
+        ranked: Vec<Candidate>,
+        opts: &SearchOptions,
+        gate: &GateEnv,
+        result: &mut SearchResult,
+    ) -> Result<()> {
+        result.hits.clear();
+        result.dropped.clear();
+        let several_roots = self.roots.0.len() > 1;
+        for Candidate {
+            score,
+            root,
+            rel,
+            addr,
+        } in ranked
+        {
+            if result.hits.len() == opts.top_k {
+                break;
+            }
+            let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
+            let path = doc
+                .get_first(self.f.path)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_owned();
+            let meta = self.stored_of(&doc)?.meta;
+            // Only a skill in a root of higher precedence shadows; two skills of one name in
+            // the same root are both kept (their ids differ) and reported by `index`.
+            let winner = if several_roots && root > 0 {
+                self.docs_named(searcher, &meta.name)?.into_iter().next()
+            } else {
+                None
+            };
+            if let Some((w_root, w_rel)) = winner
+                && w_root < root
+            {
+                result.dropped.push(Dropped {
+                    id: rel,
+                    name: meta.name.clone(),
+                    exclusion: Exclusion {
+                        code: "shadowed".into(),
+                        reason: format!(
+                            "name `{}` is taken by `{w_rel}` in a root of higher precedence",
+                            meta.name
+                        ),
+                    },
+                });
+                continue;
+            }
+            if let Err(exclusion) = gate.check(&meta) {
+                result.dropped.push(Dropped {
+                    id: rel,
+                    name: meta.name.clone(),
+                    exclusion,
+                });
+                continue;
+            }
+            result
+                .hits
+                .push(Hit::local(rel, root, PathBuf::from(path), meta, score));
+        }
+        Ok(())
     }
 
     /// The best `k` documents over all segments by (score desc, root asc, id asc), and whether
@@ -410,4 +547,33 @@ impl SkillIndex {
         }
         Ok(out)
     }
+}
+
+/// Weighted RRF of the lexical and semantic rankings; a hit's score becomes its fused score.
+fn fuse(lexical: Vec<Candidate>, semantic: Vec<Candidate>, opts: &SearchOptions) -> Vec<Candidate> {
+    let key = |c: &Candidate| (c.root, c.rel.clone());
+    let lists = [
+        (
+            f64::from(opts.lexical_weight),
+            lexical.iter().map(key).collect(),
+        ),
+        (
+            f64::from(opts.semantic_weight),
+            semantic.iter().map(key).collect(),
+        ),
+    ];
+    let mut by_key: std::collections::HashMap<(usize, String), Candidate> = semantic
+        .into_iter()
+        .chain(lexical)
+        .map(|c| (key(&c), c))
+        .collect();
+    crate::fusion::rrf(&lists, f64::from(opts.rrf_k))
+        .into_iter()
+        .filter_map(|f| {
+            by_key.remove(&f.key).map(|mut c| {
+                c.score = f.score as f32;
+                c
+            })
+        })
+        .collect()
 }

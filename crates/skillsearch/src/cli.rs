@@ -8,7 +8,7 @@ use skillsearch_core::deliver::{self, RenderOptions};
 use skillsearch_core::eval;
 use skillsearch_core::index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
 use skillsearch_core::render::{self, RenderSkill};
-use skillsearch_core::search::SearchOptions;
+use skillsearch_core::search::{Retriever, SearchOptions};
 use skillsearch_core::tokens::{self, TokenCounter};
 use skillsearch_core::{GateEnv, Roots, corpus};
 use std::collections::BTreeMap;
@@ -67,6 +67,18 @@ pub(crate) struct RankArgs {
     /// The same for the body field
     #[arg(long, hide = true)]
     body_stopword_df: Option<f32>,
+    /// lexical, semantic or hybrid [config: retriever]
+    #[arg(long)]
+    retriever: Option<String>,
+    /// Fusion constant k of weight / (k + rank) [config: rrf_k]
+    #[arg(long)]
+    rrf_k: Option<f32>,
+    /// Fusion weight of the lexical ranking [config: lexical_weight]
+    #[arg(long)]
+    lexical_weight: Option<f32>,
+    /// Fusion weight of the semantic ranking [config: semantic_weight]
+    #[arg(long)]
+    semantic_weight: Option<f32>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -147,9 +159,13 @@ enum Command {
         /// Results ranked per query; at least 10, which the metrics look at
         #[arg(long, short = 'k', default_value_t = 10)]
         top_k: usize,
-        /// One JSON object on stdout with hit@1, recall@5, recall@10, ndcg@10, mrr@10, p50_ms, p95_ms, queries, skills
+        /// One JSON object on stdout with hit@1, recall@5, recall@10, ndcg@10, mrr@10, p50_ms, p95_ms, queries, skills, retriever
         #[arg(long)]
         json: bool,
+        /// Store the queries' vectors so later runs skip the model (for tuning; the latencies
+        /// then leave query embedding out)
+        #[arg(long, hide = true)]
+        store_queries: bool,
         #[command(flatten)]
         rank: RankArgs,
     },
@@ -242,6 +258,25 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Sentence models for semantic retrieval (kept under <home>/models/; never downloaded)
+    Models {
+        #[command(subcommand)]
+        command: ModelsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModelsCommand {
+    /// Check that a model directory (Hugging Face layout: config.json, tokenizer.json,
+    /// model.safetensors) loads and runs, then copy it into <home>/models/
+    Add {
+        dir: PathBuf,
+        /// Name under <home>/models/ [default: the directory's name]
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// The model retrieval would use, and where it was found
+    Show,
 }
 
 #[derive(Subcommand)]
@@ -369,6 +404,10 @@ impl Flags {
         self.set("name_weight", r.name_weight)
             .set("description_weight", r.description_weight)
             .set("body_weight", r.body_weight)
+            .set("retriever", r.retriever.clone())
+            .set("rrf_k", r.rrf_k)
+            .set("lexical_weight", r.lexical_weight)
+            .set("semantic_weight", r.semantic_weight)
     }
 }
 
@@ -436,6 +475,10 @@ pub(crate) fn options(s: &Settings, rank: Option<&RankArgs>, top_k: usize) -> Se
         body_stopword_df: rank
             .and_then(|r| r.body_stopword_df)
             .unwrap_or(d.body_stopword_df),
+        retriever: s.retriever,
+        rrf_k: s.rrf_k,
+        lexical_weight: s.lexical_weight,
+        semantic_weight: s.semantic_weight,
         ..d
     }
 }
@@ -535,7 +578,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Index { roots, json } => {
             let s = settings(&home, cfg, Flags::default().roots(&roots))?;
-            cmd_index(&mut out, &home, &roots_of(&s)?, json)
+            cmd_index(&mut out, &home, &s, &roots_of(&s)?, json)
         }
         Command::Search {
             query,
@@ -568,15 +611,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 _ => SearchOutput::List,
             };
             let opts = options(&s, Some(&rank), s.top_k);
-            cmd_search(
-                &mut out,
-                &home,
-                &roots_of(&s)?,
-                &query,
-                &opts,
-                refresh,
-                output,
-            )
+            cmd_search(&mut out, &home, &s, &query, &opts, refresh, output)
         }
         Command::Show { id, roots, json } => {
             let s = settings(&home, cfg, Flags::default().roots(&roots))?;
@@ -606,6 +641,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             queries,
             top_k,
             json,
+            store_queries,
             rank,
         } => {
             if roots.skills.len() != 1 {
@@ -617,10 +653,11 @@ fn dispatch(cli: Cli) -> Result<u8> {
             cmd_eval(
                 &mut out,
                 &home,
-                &roots_of(&s)?,
+                &s,
                 &queries,
                 &options(&s, Some(&rank), top_k.max(10)),
                 json,
+                store_queries,
             )
         }
         Command::Hook { host, roots, mode } => {
@@ -694,6 +731,32 @@ fn dispatch(cli: Cli) -> Result<u8> {
         } => {
             out.json_pretty(&config::schema())?;
             Ok(0)
+        }
+        Command::Models {
+            command: ModelsCommand::Add { dir, name },
+        } => {
+            let target = crate::embedding::add_model(&home, &dir, name.as_deref())?;
+            out.line(&format!("model installed: {}", target.display()))?;
+            Ok(0)
+        }
+        Command::Models {
+            command: ModelsCommand::Show,
+        } => {
+            let s = settings(&home, cfg, Flags::default())?;
+            match skillsearch_core::embed::find_model_dir(&home, s.embedding_model_dir.as_deref())?
+            {
+                Some(dir) => {
+                    out.line(&dir.display().to_string())?;
+                    Ok(0)
+                }
+                None => {
+                    out.line(&format!(
+                        "no model: retrieval is lexical (looked in {}; see `skillsearch models add`)",
+                        skillsearch_core::embed::models_dir(&home).display()
+                    ))?;
+                    Ok(EXIT_NO_HITS)
+                }
+            }
         }
         Command::Config {
             command: ConfigCommand::Show { roots, json },
@@ -865,9 +928,25 @@ fn cmd_config_show(out: &mut Out, s: &Settings, json: bool) -> Result<u8> {
     Ok(0)
 }
 
-fn cmd_index(out: &mut Out, home: &std::path::Path, roots: &Roots, json: bool) -> Result<u8> {
+fn cmd_index(
+    out: &mut Out,
+    home: &std::path::Path,
+    s: &Settings,
+    roots: &Roots,
+    json: bool,
+) -> Result<u8> {
     let (idx, report) = open_index(home, roots, Refresh::Always)?;
     let report = report.unwrap_or_default();
+    // Vectors too, so the first semantic query does not wait for them.
+    let note = crate::embedding::attach_now(home, s, &idx);
+    let semantic = match idx.semantic() {
+        Some(sem) => serde_json::json!({
+            "model": sem.model(),
+            "coverage": sem.coverage(&idx)?,
+            "vectors": sem.store().path(),
+        }),
+        None => serde_json::json!({"off": note}),
+    };
     let diagnostics = idx.diagnostics()?;
     let keys = idx.doc_keys()?;
     let skills = keys.iter().filter(|k| k.valid).count();
@@ -884,6 +963,7 @@ fn cmd_index(out: &mut Out, home: &std::path::Path, roots: &Roots, json: bool) -
             "rebuilt": report.rebuilt,
             "locked": report.locked,
             "elapsed_ms": report.elapsed_ms,
+            "semantic": semantic,
             "diagnostics": diagnostics,
         });
         out.json(&v)?;
@@ -901,6 +981,19 @@ fn cmd_index(out: &mut Out, home: &std::path::Path, roots: &Roots, json: bool) -
             out.line(&format!("rebuilt: {r}"))?;
         }
         out.line(&format!("index: {}", idx.dir().display()))?;
+        match (idx.semantic(), note) {
+            (Some(sem), _) => {
+                let c = sem.coverage(&idx)?;
+                out.line(&format!(
+                    "vectors: {} of {} skills ({})",
+                    c.embedded,
+                    c.total,
+                    sem.model()
+                ))?;
+            }
+            (None, Some(note)) => out.line(&format!("semantic: {note}"))?,
+            (None, None) => {}
+        }
         print_diagnostics(out, &diagnostics)?;
     }
     Ok(0)
@@ -919,18 +1012,24 @@ enum SearchOutput {
 fn cmd_search(
     out: &mut Out,
     home: &std::path::Path,
-    roots: &Roots,
+    s: &Settings,
     query: &str,
     opts: &SearchOptions,
     refresh: Refresh,
     output: SearchOutput,
 ) -> Result<u8> {
     let started = Instant::now();
+    let roots = &roots_of(s)?;
     let (idx, report) = open_index(home, roots, refresh)?;
     if let Some(r) = &report {
         for d in &r.diagnostics {
             tracing::warn!("{d}");
         }
+    }
+    if opts.retriever != Retriever::Lexical
+        && let Some(note) = crate::embedding::attach_now(home, s, &idx)
+    {
+        tracing::warn!("{note}");
     }
     let gate = GateEnv::from_process();
     if let SearchOutput::Render { ro } = &output {
@@ -961,6 +1060,8 @@ fn cmd_search(
             "dropped": result.dropped,
             "terms": result.terms,
             "stopwords": result.stopwords,
+            "retrievers": result.retrievers,
+            "notes": result.notes,
             "refresh": report,
             "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
         });
@@ -1216,33 +1317,58 @@ fn cmd_stats(
 fn cmd_eval(
     out: &mut Out,
     home: &std::path::Path,
-    roots: &Roots,
+    s: &Settings,
     queries: &std::path::Path,
     opts: &SearchOptions,
     json: bool,
+    store_queries: bool,
 ) -> Result<u8> {
     let text = std::fs::read_to_string(queries)
         .with_context(|| format!("cannot read queries file {}", queries.display()))?;
     let labelled =
         eval::parse_queries(&text).map_err(|e| anyhow::anyhow!("{}: {e}", queries.display()))?;
-    let (idx, _) = open_index(home, roots, Refresh::Always)?;
+    let (idx, _) = open_index(home, &roots_of(s)?, Refresh::Always)?;
+    if opts.retriever != Retriever::Lexical
+        && let Some(note) = crate::embedding::attach_now(home, s, &idx)
+    {
+        tracing::warn!("{note}");
+    }
+    if store_queries && let Some(sem) = idx.semantic() {
+        // Query vectors stored like skills', so repeated runs (tuning) skip the model; the
+        // latencies then leave the query's embedding out.
+        let texts: Vec<&str> = labelled.iter().map(|q| q.query.as_str()).collect();
+        sem.store_queries(&texts, crate::embedding::BATCH)?;
+    }
     let n_skills = idx.doc_keys()?.iter().filter(|k| k.valid).count();
     // Eval measures ranking, so it does not gate on this machine's PATH or environment.
     let gate = GateEnv::allow_all();
     let mut scores = Vec::with_capacity(labelled.len());
     let mut latencies = Vec::with_capacity(labelled.len());
+    let mut ran = std::collections::BTreeSet::new();
     for q in &labelled {
         let t = Instant::now();
         let r = idx.search(&q.query, opts, &gate)?;
         latencies.push(t.elapsed().as_secs_f64() * 1e3);
+        ran.extend(r.retrievers.iter().copied());
         let ranked: Vec<String> = r.hits.into_iter().map(|h| h.id).collect();
         scores.push(eval::score(&ranked, &q.relevant));
     }
-    let s = eval::summarise(&scores, &latencies, n_skills);
+    let mut s = eval::summarise(&scores, &latencies, n_skills);
+    // What ran: the retriever asked for once the model is attached (a query with no word in
+    // the corpus is ranked by meaning alone even then), lexical when it is not.
+    s.retriever = if ran.contains("semantic") || idx.semantic().is_some() {
+        opts.retriever.as_str()
+    } else {
+        "lexical"
+    }
+    .to_owned();
     if json {
         out.json(&s)?;
     } else {
-        out.line(&format!("queries {}   skills {}", s.queries, s.skills))?;
+        out.line(&format!(
+            "queries {}   skills {}   retriever {}",
+            s.queries, s.skills, s.retriever
+        ))?;
         out.line("hit@1   recall@5  recall@10  ndcg@10  mrr@10   p50_ms  p95_ms")?;
         out.line(&format!(
             "{:<7.3} {:<9.3} {:<10.3} {:<8.3} {:<8.3} {:<7.3} {:.3}",

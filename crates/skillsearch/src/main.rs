@@ -2,6 +2,7 @@
 //! work is done by `skillsearch-core`.
 
 mod cli;
+mod embedding;
 mod hook;
 mod mcp;
 mod output;

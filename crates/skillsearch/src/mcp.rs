@@ -36,7 +36,8 @@ struct Engine {
     settings: Settings,
     render: RenderOptions,
     home: PathBuf,
-    index: Mutex<Option<(SkillIndex, Instant)>>,
+    index: Mutex<Option<(Arc<SkillIndex>, Instant)>>,
+    embedding: Arc<crate::embedding::Background>,
     counter: TokenCounter,
     gate: GateEnv,
 }
@@ -62,6 +63,8 @@ impl Engine {
                 let refresh = Refresh::IfOlderThan(refresh_every);
                 let (idx, _) =
                     SkillIndex::open(&roots, &IndexConfig::new(&self.home), refresh, &|_| {})?;
+                let idx = Arc::new(idx);
+                self.embedding.register(&idx);
                 *slot = Some((idx, Instant::now()));
             }
         }
@@ -239,6 +242,7 @@ impl ServerHandler for SkillServer {
 /// Serves MCP on stdin/stdout until the client closes the connection.
 pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
     let engine = Arc::new(Engine {
+        embedding: crate::embedding::Background::start(&home, &settings),
         render: crate::cli::render_options(&settings),
         settings,
         home,

@@ -51,7 +51,8 @@ struct AnswerCache {
     order: std::collections::VecDeque<CacheKey>,
 }
 
-type CacheKey = (Vec<PathBuf>, String, &'static str, usize, bool, u64);
+/// (roots, query, mode, top_k, skill_search?, index generation, semantic ready?)
+type CacheKey = (Vec<PathBuf>, String, &'static str, usize, bool, u64, bool);
 type Answer = Arc<(String, Option<deliver::Retrieval>)>;
 
 /// Answers kept.
@@ -85,6 +86,7 @@ struct App {
     gate: GateEnv,
     token: Option<String>,
     log: Option<DecisionLog>,
+    embedding: Arc<crate::embedding::Background>,
 }
 
 /// A problem with a request, answered as `{"error": …}` with an HTTP status.
@@ -223,6 +225,7 @@ impl App {
                             &|_| {},
                         )?;
                         let idx = Arc::new(idx);
+                        app.embedding.register(&idx);
                         watch(idx.clone(), app.settings.refresh_ms);
                         anyhow::Ok(idx)
                     })
@@ -334,6 +337,9 @@ impl App {
                 top_k,
                 search_tool,
                 idx.generation(),
+                // Answers given lexically while vectors were pending are not reused after.
+                idx.semantic()
+                    .is_some_and(|s| s.coverage(&idx).is_ok_and(|c| c.complete())),
             );
             if let Some(hit) = app.cache.lock().ok().and_then(|c| c.get(&key)) {
                 return anyhow::Ok(hit);
@@ -387,7 +393,7 @@ impl App {
                 String::new()
             }
         };
-        let (answer, fallback, diagnostics): (Option<Answer>, String, Vec<String>) =
+        let (answer, fallback, mut diagnostics): (Option<Answer>, String, Vec<String>) =
             match tokio::time::timeout(self.deadline(), work).await {
                 Ok(Ok(a)) => (Some(a), String::new(), Vec::new()),
                 Ok(Err(e)) => {
@@ -407,6 +413,7 @@ impl App {
         let retrieval = answer.as_ref().and_then(|a| a.1.as_ref());
         if let Some(r) = retrieval {
             decision = decision.with_retrieval(r);
+            diagnostics.extend(r.notes.iter().cloned());
         }
         let tokens = retrieval
             .and_then(|r| r.tokens)
@@ -433,6 +440,7 @@ impl App {
             "dropped": dropped,
             "chars": skillsearch_core::tokens::js_len(text),
             "tokens": tokens,
+            "retrievers": retrieval.map(|r| r.retrievers.clone()).unwrap_or_default(),
             "diagnostics": diagnostics,
             "available_tools": req.available_tools.map(|t| t.len()),
             "elapsed_ms": ms(started),
@@ -613,7 +621,7 @@ impl App {
 
     fn health(&self) -> Value {
         let n = self.workspaces.lock().map(|m| m.len()).unwrap_or(0);
-        json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": self.settings.mode.as_str()})
+        json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": self.settings.mode.as_str(), "retriever": self.settings.retriever.as_str(), "semantic": self.embedding.status()})
     }
 
     fn authorised(&self, headers: &HeaderMap) -> Result<(), ApiError> {
@@ -865,6 +873,7 @@ pub fn run(
         .as_ref()
         .map(|p| DecisionLog::new(p, settings.log_max_bytes));
     let inventory = skillsearch_core::plan::Inventory::load(&settings.plugins);
+    let embedding = crate::embedding::Background::start(&home, &settings);
     for d in &inventory.diagnostics {
         tracing::warn!(target: "serve", "{d}");
     }
@@ -888,6 +897,7 @@ pub fn run(
         gate: GateEnv::from_process(),
         token,
         log,
+        embedding,
     });
     {
         // Load the BPE tables in the background so the first request does not pay for them.

@@ -44,6 +44,7 @@ impl Env {
             .arg(&self.home)
             .args(args)
             .env_remove("SKILLSEARCH_HOME")
+            .env_remove("SKILLSEARCH_MODEL_DIR")
             .output()
             .unwrap()
     }
@@ -243,12 +244,88 @@ fn eval_prints_exactly_the_contract_keys() {
             "queries",
             "recall@10",
             "recall@5",
+            "retriever",
             "skills"
         ]
     );
     assert!((v["hit@1"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9);
     assert_eq!(v["queries"], 3);
     assert_eq!(v["skills"], 2);
+    // No sentence model here: hybrid (the default) ran lexically, and stderr says why.
+    assert_eq!(v["retriever"], "lexical");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no sentence model"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn models_add_refuses_a_broken_model_and_installs_a_real_one() {
+    let e = Env::new();
+    let bad = e.root.parent().unwrap().join("bad-model");
+    fs::create_dir_all(&bad).unwrap();
+    fs::write(bad.join("config.json"), "{}").unwrap();
+    let out = e.run(&["models", "add", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("tokenizer.json, model.safetensors"), "{err}");
+    assert!(!e.home.join("models/bad-model").exists());
+    assert_eq!(e.run(&["models", "show"]).status.code(), Some(1));
+
+    let Some(model) = std::env::var_os("MINILM_TEST_MODEL_DIR") else {
+        eprintln!("MINILM_TEST_MODEL_DIR unset: the real model part skipped");
+        return;
+    };
+    let out = e.run(&["models", "add", model.to_str().unwrap(), "--name", "minilm"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout(&e.run(&["models", "show"])).contains("models/minilm"));
+    e.skill(
+        "audio",
+        "transcriber",
+        "Transcribe spoken recordings into a written transcript",
+        "x",
+    );
+    e.skill(
+        "notes",
+        "customer-notes",
+        "Notes on the voice of the customer",
+        "x",
+    );
+    e.skill(
+        "sql",
+        "sql-helper",
+        "Write a SQL query for a database table",
+        "x",
+    );
+    let q = e.root.parent().unwrap().join("q.jsonl");
+    fs::write(&q, "{\"id\":\"1\",\"query\":\"I need my dictated memo as a document\",\"relevant\":{\"audio\":1}}\n").unwrap();
+    let run = |r: &str| {
+        json(&e.run_skills(&[
+            "eval",
+            "--queries",
+            q.to_str().unwrap(),
+            "--retriever",
+            r,
+            "--json",
+        ]))
+    };
+    let hybrid = run("hybrid");
+    assert_eq!(hybrid["retriever"], "hybrid");
+    assert_eq!(hybrid["hit@1"], 1.0);
+    assert_eq!(run("lexical")["retriever"], "lexical");
+    let out = e.run_skills(&["search", "--json", "dictated memo to a document"]);
+    let v = json(&out);
+    assert_eq!(v["hits"][0]["id"], "audio", "{v}");
+    assert_eq!(v["retrievers"], serde_json::json!(["semantic"]));
+    // A misspelled retriever names the accepted ones.
+    let out = e.run_skills(&["search", "x", "--retriever", "hybird"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean `hybrid`"));
 }
 
 #[test]

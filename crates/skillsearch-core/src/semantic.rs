@@ -1,0 +1,577 @@
+//! The semantic retriever: one sentence vector per skill, kept beside the lexical index and
+//! keyed by the hash of the text embedded ([`embed_text`]), so an unchanged skill is never
+//! embedded twice, whichever index, root set or process asks.
+//!
+//! Vectors live in an append-only file per model, `<home>/vectors/<model>-<dim>.bin`: a 16-byte
+//! header, then records of `hash (u64 LE) + dim × f32 LE`. Appends are single writes of whole
+//! records, so concurrent processes only ever duplicate a record (the later one wins on load)
+//! and a torn tail is ignored. A query scans an `n × dim` matrix of the index's current skills
+//! (exact cosine; the matrix is rebuilt when the index commits), through candle's matrix
+//! multiply, which picks the CPU's SIMD at run time.
+//!
+//! Until every valid skill has its vector, [`Semantic::search`] declines and retrieval stays
+//! lexical; long-lived processes fill the gap in the background ([`Semantic::embed_pending`]).
+
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::frontmatter::SkillMeta;
+use crate::index::{DocKey, SkillIndex};
+use candle_core::{Device, Tensor};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+const MAGIC: &[u8; 8] = b"SSVEC\x001\n";
+const HEADER: usize = 16;
+/// Characters of the body that follow the name and description in the embedded text.
+const BODY_CHARS: usize = 600;
+/// Queries whose vectors a process remembers.
+const QUERY_CACHE: usize = 512;
+
+/// The text embedded for a skill: its name, its description, then the start of its body
+/// without the heading and lines that only repeat the name or description.
+pub fn embed_text(meta: &SkillMeta, body: &str) -> String {
+    let name = meta.name.trim();
+    let desc = meta.description.trim();
+    let mut out = String::with_capacity(name.len() + desc.len() + BODY_CHARS + 2);
+    out.push_str(name);
+    if !desc.is_empty() {
+        out.push('\n');
+        out.push_str(desc);
+    }
+    let mut taken = 0;
+    for line in body.lines() {
+        let l = line.trim();
+        let bare = l.trim_start_matches('#').trim();
+        if l.is_empty() || bare == name || bare == desc {
+            continue;
+        }
+        if taken >= BODY_CHARS {
+            break;
+        }
+        let part: String = l.chars().take(BODY_CHARS - taken).collect();
+        taken += part.chars().count();
+        out.push('\n');
+        out.push_str(&part);
+    }
+    out
+}
+
+/// The key of an embedded text: the first 8 bytes of its SHA-256 (never 0, which marks "none").
+pub fn text_hash(text: &str) -> u64 {
+    let d = Sha256::digest(text.as_bytes());
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[..8]);
+    u64::from_le_bytes(b).max(1)
+}
+
+/// Stored vectors of one model.
+pub struct VectorStore {
+    path: PathBuf,
+    dim: usize,
+    inner: Mutex<StoreInner>,
+}
+
+#[derive(Default)]
+struct StoreInner {
+    rows: HashMap<u64, usize>,
+    data: Vec<f32>,
+    /// Bytes of the file read so far (records appended by others start here).
+    read_to: u64,
+}
+
+impl VectorStore {
+    /// Opens (creating) the store for `model` of dimension `dim` under `<home>/vectors/`.
+    pub fn open(home: &Path, model: &str, dim: usize) -> Result<VectorStore> {
+        let safe: String = model
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let dir = home.join("vectors");
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let store = VectorStore {
+            path: dir.join(format!("{safe}-{dim}.bin")),
+            dim,
+            inner: Mutex::new(StoreInner::default()),
+        };
+        store.sync()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn record_bytes(&self) -> u64 {
+        8 + 4 * self.dim as u64
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, StoreInner>> {
+        self.inner
+            .lock()
+            .map_err(|_| Error::Invalid("vector store lock poisoned".into()))
+    }
+
+    /// Reads records other processes appended since the last look. A file with a foreign
+    /// header is replaced (its vectors are only a cache).
+    pub fn sync(&self) -> Result<()> {
+        let mut inner = self.lock()?;
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io(&self.path, e)),
+        };
+        let len = file.metadata().map_err(|e| Error::io(&self.path, e))?.len();
+        if inner.read_to == 0 {
+            let mut head = [0u8; HEADER];
+            if len < HEADER as u64
+                || file.read_exact(&mut head).is_err()
+                || &head[..8] != MAGIC
+                || u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize != self.dim
+            {
+                tracing::warn!(path = %self.path.display(), "vector file unreadable; starting afresh");
+                drop(file);
+                std::fs::remove_file(&self.path).map_err(|e| Error::io(&self.path, e))?;
+                return Ok(());
+            }
+            inner.read_to = HEADER as u64;
+        }
+        let rec = self.record_bytes();
+        let whole = (len.saturating_sub(inner.read_to) / rec) * rec;
+        if whole == 0 {
+            return Ok(());
+        }
+        file.seek(SeekFrom::Start(inner.read_to))
+            .map_err(|e| Error::io(&self.path, e))?;
+        let mut buf = vec![0u8; whole as usize];
+        file.read_exact(&mut buf)
+            .map_err(|e| Error::io(&self.path, e))?;
+        for r in buf.chunks_exact(rec as usize) {
+            let mut k = [0u8; 8];
+            k.copy_from_slice(&r[..8]);
+            let v = r[8..]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            inner.insert(u64::from_le_bytes(k), v, self.dim);
+        }
+        inner.read_to += whole;
+        Ok(())
+    }
+
+    /// Stores vectors (appended to the file in one write).
+    pub fn append(&self, items: &[(u64, Vec<f32>)]) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let io = |e| Error::io(&self.path, e);
+        if !self.path.exists() {
+            // The header appears with the file, atomically: a temporary file linked into place
+            // (which fails if another process got there first; its header is as good).
+            let dir = self.path.parent().unwrap_or(Path::new("."));
+            let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+            let mut head = Vec::with_capacity(HEADER);
+            head.extend_from_slice(MAGIC);
+            head.extend_from_slice(&(self.dim as u32).to_le_bytes());
+            head.extend_from_slice(&[0u8; 4]);
+            tmp.write_all(&head).map_err(io)?;
+            let _ = std::fs::hard_link(tmp.path(), &self.path);
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(io)?;
+        // A writer killed midway leaves part of a record; cut it off so ours stay aligned.
+        let len = file.metadata().map_err(io)?.len();
+        let rec = self.record_bytes();
+        let torn = len.saturating_sub(HEADER as u64) % rec;
+        if torn != 0 {
+            file.set_len(len - torn).map_err(io)?;
+        }
+        let mut buf = Vec::with_capacity(items.len() * rec as usize);
+        for (k, v) in items {
+            if v.len() != self.dim {
+                return Err(Error::Invalid(format!(
+                    "a vector of {} values for a store of dimension {}",
+                    v.len(),
+                    self.dim
+                )));
+            }
+            buf.extend_from_slice(&k.to_le_bytes());
+            for x in v {
+                buf.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        file.write_all(&buf).map_err(io)?;
+        drop(file);
+        // Read back through the file, so records appended by others in between come too.
+        self.sync()
+    }
+
+    /// How many of `keys` have a vector.
+    pub fn has(&self, key: u64) -> bool {
+        self.lock().is_ok_and(|i| i.rows.contains_key(&key))
+    }
+
+    /// The stored vector of `key`.
+    pub fn get(&self, key: u64) -> Option<Vec<f32>> {
+        let inner = self.lock().ok()?;
+        let row = *inner.rows.get(&key)?;
+        Some(inner.data[row * self.dim..(row + 1) * self.dim].to_vec())
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().map_or(0, |i| i.rows.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl StoreInner {
+    fn insert(&mut self, key: u64, v: impl Iterator<Item = f32>, dim: usize) {
+        match self.rows.get(&key) {
+            Some(&row) => {
+                for (slot, x) in self.data[row * dim..(row + 1) * dim].iter_mut().zip(v) {
+                    *slot = x;
+                }
+            }
+            None => {
+                let row = self.data.len() / dim;
+                self.data.extend(v);
+                self.rows.insert(key, row);
+            }
+        }
+    }
+}
+
+/// How much of an index has vectors.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Coverage {
+    pub embedded: usize,
+    pub total: usize,
+}
+
+impl Coverage {
+    pub fn complete(&self) -> bool {
+        self.embedded == self.total
+    }
+}
+
+/// A ranked document of the semantic retriever.
+#[derive(Debug, Clone)]
+pub struct SemanticCandidate {
+    pub score: f32,
+    pub key: DocKey,
+}
+
+/// The vectors of one index's current commit, as one matrix.
+struct Matrix {
+    generation: u64,
+    /// Vectors in the store when built (an incomplete matrix is rebuilt when more arrive).
+    stored: usize,
+    keys: Vec<DocKey>,
+    tensor: Option<Tensor>,
+    coverage: Coverage,
+}
+
+/// Query vectors by query text, and the order they came in (oldest evicted first).
+type QueryCache = (HashMap<String, Arc<Vec<f32>>>, VecDeque<String>);
+
+/// The semantic retriever for one embedder, shared by every index of a process (the vectors
+/// are keyed by text, not by index).
+pub struct Semantic {
+    embedder: Arc<dyn Embedder>,
+    store: VectorStore,
+    /// Per index directory.
+    matrices: RwLock<HashMap<PathBuf, Arc<Matrix>>>,
+    queries: Mutex<QueryCache>,
+}
+
+impl Semantic {
+    pub fn new(home: &Path, embedder: Arc<dyn Embedder>) -> Result<Semantic> {
+        let store = VectorStore::open(home, embedder.id(), embedder.dim())?;
+        Ok(Semantic {
+            embedder,
+            store,
+            matrices: RwLock::new(HashMap::new()),
+            queries: Mutex::new((HashMap::new(), VecDeque::new())),
+        })
+    }
+
+    pub fn model(&self) -> &str {
+        self.embedder.id()
+    }
+
+    pub fn store(&self) -> &VectorStore {
+        &self.store
+    }
+
+    /// The matrix for the index's current commit, rebuilt when the commit changed or vectors
+    /// arrived since it was built.
+    fn matrix(&self, index: &SkillIndex) -> Result<Arc<Matrix>> {
+        let generation = index.generation();
+        if let Ok(all) = self.matrices.read()
+            && let Some(m) = all.get(index.dir())
+            && m.generation == generation
+            && (m.coverage.complete() || m.stored == self.store.len())
+        {
+            return Ok(m.clone());
+        }
+        self.store.sync()?;
+        let keys = index.doc_keys()?;
+        let inner = self.store.lock()?;
+        let stored = inner.rows.len();
+        let dim = self.store.dim;
+        let valid: Vec<&DocKey> = keys.iter().filter(|k| k.valid).collect();
+        let mut coverage = Coverage {
+            embedded: 0,
+            total: valid.len(),
+        };
+        let mut rows = Vec::with_capacity(valid.len());
+        let mut data = Vec::with_capacity(valid.len() * dim);
+        for k in &valid {
+            if let Some(&row) = inner.rows.get(&k.chash) {
+                coverage.embedded += 1;
+                rows.push((*k).clone());
+                data.extend_from_slice(&inner.data[row * dim..(row + 1) * dim]);
+            }
+        }
+        drop(inner);
+        let tensor = if coverage.complete() && !rows.is_empty() {
+            Some(
+                Tensor::from_vec(data, (rows.len(), dim), &Device::Cpu)
+                    .map_err(|e| Error::Invalid(format!("vector matrix: {e}")))?,
+            )
+        } else {
+            None
+        };
+        let m = Arc::new(Matrix {
+            generation,
+            stored,
+            keys: rows,
+            tensor,
+            coverage,
+        });
+        if let Ok(mut all) = self.matrices.write() {
+            all.insert(index.dir().to_path_buf(), m.clone());
+        }
+        Ok(m)
+    }
+
+    /// How many of the index's valid skills have vectors.
+    pub fn coverage(&self, index: &SkillIndex) -> Result<Coverage> {
+        Ok(self.matrix(index)?.coverage)
+    }
+
+    /// Embeds every valid skill of `index` that has no vector yet, `batch` texts at a time,
+    /// calling `progress(done, todo)` after each batch; stops early when `stop` is set.
+    /// Returns how many were embedded.
+    pub fn embed_pending(
+        &self,
+        index: &SkillIndex,
+        batch: usize,
+        stop: &AtomicBool,
+        progress: &dyn Fn(usize, usize),
+    ) -> Result<usize> {
+        self.store.sync()?;
+        let (searcher, keys) = index.snapshot()?;
+        let mut seen = std::collections::HashSet::new();
+        let todo: Vec<&DocKey> = keys
+            .iter()
+            .filter(|k| k.valid && k.chash != 0 && !self.store.has(k.chash))
+            .filter(|k| seen.insert(k.chash))
+            .collect();
+        let mut done = 0;
+        for part in todo.chunks(batch.max(1)) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let mut texts = Vec::with_capacity(part.len());
+            for k in part {
+                texts.push(index.embed_text_of(&searcher, k.address)?);
+            }
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let vecs = self.embedder.embed(&refs)?;
+            if vecs.len() != part.len() {
+                return Err(Error::Invalid(format!(
+                    "the embedder returned {} vectors for {} texts",
+                    vecs.len(),
+                    part.len()
+                )));
+            }
+            let items: Vec<(u64, Vec<f32>)> =
+                part.iter().map(|k| k.chash).zip(vecs).collect::<Vec<_>>();
+            self.store.append(&items)?;
+            done += part.len();
+            progress(done, todo.len());
+        }
+        Ok(done)
+    }
+
+    /// Embeds and stores the vectors of `queries` in batches, so that later searches for them
+    /// (in this process or another) skip the model: for evaluation runs over a fixed query set.
+    pub fn store_queries(&self, queries: &[&str], batch: usize) -> Result<usize> {
+        let mut seen = std::collections::HashSet::new();
+        let todo: Vec<&str> = queries
+            .iter()
+            .copied()
+            .filter(|q| {
+                let h = text_hash(q);
+                seen.insert(h) && !self.store.has(h)
+            })
+            .collect();
+        for part in todo.chunks(batch.max(1)) {
+            let vecs = self.embedder.embed(part)?;
+            let items: Vec<(u64, Vec<f32>)> = part.iter().map(|q| text_hash(q)).zip(vecs).collect();
+            self.store.append(&items)?;
+        }
+        Ok(todo.len())
+    }
+
+    /// The query's vector, remembered for repeated queries.
+    pub fn query_vector(&self, query: &str) -> Result<Arc<Vec<f32>>> {
+        if let Ok(c) = self.queries.lock()
+            && let Some(v) = c.0.get(query)
+        {
+            return Ok(v.clone());
+        }
+        let stored = self.store.get(text_hash(query));
+        let v = Arc::new(match stored {
+            Some(v) => v,
+            None => self
+                .embedder
+                .embed(&[query])?
+                .into_iter()
+                .next()
+                .unwrap_or_default(),
+        });
+        if v.len() != self.embedder.dim() || v.iter().any(|x| !x.is_finite()) {
+            return Err(Error::Invalid(format!(
+                "the embedder `{}` returned an unusable query vector",
+                self.embedder.id()
+            )));
+        }
+        if let Ok(mut c) = self.queries.lock() {
+            let (map, order) = &mut *c;
+            if map.insert(query.to_owned(), v.clone()).is_none() {
+                order.push_back(query.to_owned());
+                if order.len() > QUERY_CACHE
+                    && let Some(old) = order.pop_front()
+                {
+                    map.remove(&old);
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// The `limit` skills nearest the query, best first (ties by precedence, then id), with
+    /// the index generation their addresses belong to; `None` while some valid skill has no
+    /// vector yet.
+    pub fn search(
+        &self,
+        index: &SkillIndex,
+        query: &str,
+        limit: usize,
+    ) -> Result<Option<(Vec<SemanticCandidate>, u64, Coverage)>> {
+        let m = self.matrix(index)?;
+        if !m.coverage.complete() {
+            return Ok(None);
+        }
+        let Some(tensor) = &m.tensor else {
+            return Ok(Some((Vec::new(), m.generation, m.coverage)));
+        };
+        let q = self.query_vector(query)?;
+        let err = |e: candle_core::Error| Error::Invalid(format!("vector search: {e}"));
+        let qt = Tensor::from_slice(q.as_slice(), (q.len(), 1), &Device::Cpu).map_err(err)?;
+        let scores: Vec<f32> = tensor
+            .matmul(&qt)
+            .and_then(|s| s.flatten_all())
+            .and_then(|s| s.to_vec1())
+            .map_err(err)?;
+        let mut order: Vec<usize> = (0..scores.len()).collect();
+        let cmp = |a: &usize, b: &usize| {
+            scores[*b].total_cmp(&scores[*a]).then_with(|| {
+                (m.keys[*a].root, &m.keys[*a].rel).cmp(&(m.keys[*b].root, &m.keys[*b].rel))
+            })
+        };
+        if limit < order.len() {
+            order.select_nth_unstable_by(limit, cmp);
+            order.truncate(limit);
+        }
+        order.sort_by(cmp);
+        let out = order
+            .into_iter()
+            .map(|i| SemanticCandidate {
+                score: scores[i],
+                key: m.keys[i].clone(),
+            })
+            .collect();
+        Ok(Some((out, m.generation, m.coverage)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_text_skips_lines_that_repeat_the_name_or_description() {
+        let meta = SkillMeta {
+            name: "pdf".into(),
+            description: "Read PDFs.".into(),
+            ..SkillMeta::default()
+        };
+        let t = embed_text(&meta, "# pdf\n\nRead PDFs.\n\n- tables\n- forms\n");
+        assert_eq!(t, "pdf\nRead PDFs.\n- tables\n- forms");
+        let long = "x".repeat(5000);
+        assert!(embed_text(&meta, &long).chars().count() <= 3 + 1 + 10 + 1 + BODY_CHARS);
+        assert_ne!(text_hash("a"), text_hash("b"));
+        assert_ne!(text_hash(""), 0);
+    }
+
+    #[test]
+    fn the_store_survives_reopening_a_torn_tail_and_a_foreign_file() {
+        let home = tempfile::tempdir().unwrap();
+        let s = VectorStore::open(home.path(), "m/x", 2).unwrap();
+        s.append(&[(7, vec![0.6, 0.8]), (9, vec![1.0, 0.0])])
+            .unwrap();
+        assert!(s.append(&[(3, vec![1.0])]).is_err());
+        let path = s.path().to_path_buf();
+        assert!(
+            path.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("m_x-2")
+        );
+        // A torn record at the end (a writer killed midway) is ignored.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(&[1, 2, 3]).unwrap();
+        let again = VectorStore::open(home.path(), "m/x", 2).unwrap();
+        assert!(again.has(7) && again.has(9) && !again.has(3));
+        assert_eq!(again.len(), 2);
+        // Another process's appends become visible on sync.
+        s.append(&[(11, vec![0.0, 1.0])]).unwrap();
+        again.sync().unwrap();
+        assert!(again.has(11));
+        // A store of another dimension under the same name starts afresh.
+        std::fs::write(&path, b"garbage").unwrap();
+        let fresh = VectorStore::open(home.path(), "m/x", 2).unwrap();
+        assert!(fresh.is_empty());
+    }
+}

@@ -1,0 +1,287 @@
+//! The semantic retriever and hybrid fusion against real indexes, with a small deterministic
+//! embedder (concept buckets: words of one meaning share a dimension), and against the real
+//! all-MiniLM-L6-v2 when `MINILM_TEST_MODEL_DIR` names it.
+
+use skillsearch_core::embed::{Embedder, LocalEmbedder};
+use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
+use skillsearch_core::search::Retriever;
+use skillsearch_core::semantic::Semantic;
+use skillsearch_core::{GateEnv, Roots, SearchOptions};
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Maps words to concepts, so "voice" and "speech" land on one axis while sharing no letters.
+struct ConceptEmbedder {
+    calls: AtomicUsize,
+    texts: AtomicUsize,
+}
+
+const CONCEPTS: &[&[&str]] = &[
+    &[
+        "voice",
+        "speech",
+        "audio",
+        "recording",
+        "spoken",
+        "transcribe",
+        "dictation",
+    ],
+    &["text", "words", "written", "transcript"],
+    &["invoice", "bill", "receipt", "payment"],
+    &["calendar", "meeting", "schedule", "appointment"],
+    &["database", "sql", "query", "table"],
+];
+
+impl ConceptEmbedder {
+    fn new() -> Self {
+        ConceptEmbedder {
+            calls: AtomicUsize::new(0),
+            texts: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Embedder for ConceptEmbedder {
+    fn id(&self) -> &str {
+        "concepts"
+    }
+    fn dim(&self) -> usize {
+        CONCEPTS.len() + 1
+    }
+    fn embed(&self, texts: &[&str]) -> skillsearch_core::Result<Vec<Vec<f32>>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; self.dim()];
+                v[CONCEPTS.len()] = 0.05;
+                for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
+                    for (i, words) in CONCEPTS.iter().enumerate() {
+                        if words.contains(&w) {
+                            v[i] += 1.0;
+                        }
+                    }
+                }
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.iter().map(|x| x / n).collect()
+            })
+            .collect())
+    }
+}
+
+fn write_skill(root: &Path, rel: &str, name: &str, description: &str) {
+    let dir = root.join(rel);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n"),
+    )
+    .unwrap();
+}
+
+fn corpus(root: &Path) {
+    write_skill(
+        root,
+        "transcribe",
+        "transcriber",
+        "Transcribe spoken recordings into a written transcript",
+    );
+    // Shares the query's words, not its meaning.
+    write_skill(
+        root,
+        "voice-of-customer",
+        "customer-notes",
+        "Notes on the voice of the customer to turn into product ideas",
+    );
+    write_skill(
+        root,
+        "invoices",
+        "invoice-maker",
+        "Create an invoice or bill for a client",
+    );
+    write_skill(
+        root,
+        "calendar",
+        "meeting-planner",
+        "Schedule a meeting on the calendar",
+    );
+    write_skill(
+        root,
+        "sql",
+        "sql-helper",
+        "Write a SQL query for a database table",
+    );
+}
+
+fn opts(retriever: Retriever) -> SearchOptions {
+    SearchOptions {
+        top_k: 3,
+        retriever,
+        ..SearchOptions::default()
+    }
+}
+
+fn top(idx: &SkillIndex, q: &str, r: Retriever) -> (Vec<String>, Vec<&'static str>, Vec<String>) {
+    let res = idx.search(q, &opts(r), &GateEnv::allow_all()).unwrap();
+    (
+        res.hits.into_iter().map(|h| h.id).collect(),
+        res.retrievers,
+        res.notes,
+    )
+}
+
+#[test]
+fn hybrid_finds_by_meaning_once_vectors_are_complete_and_says_why_when_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    corpus(&root);
+    let roots = Roots::explicit([&root]);
+    let (idx, _) =
+        SkillIndex::open(&roots, &IndexConfig::new(&home), Refresh::Always, &|_| {}).unwrap();
+    let q = "turn my voice memo into text";
+
+    // No model attached: lexical, and the result says so.
+    let (ids, ran, notes) = top(&idx, q, Retriever::Hybrid);
+    assert_eq!(ids[0], "voice-of-customer");
+    assert_eq!(ran, ["lexical"]);
+    assert!(notes[0].contains("no sentence model"), "{notes:?}");
+
+    // Attached but nothing embedded yet: still lexical, with the coverage in the note.
+    let emb = Arc::new(ConceptEmbedder::new());
+    let sem = Arc::new(Semantic::new(&home, emb.clone()).unwrap());
+    idx.attach_semantic(sem.clone());
+    let (_, ran, notes) = top(&idx, q, Retriever::Hybrid);
+    assert_eq!(ran, ["lexical"]);
+    assert!(notes[0].contains("0 of 5 skills embedded"), "{notes:?}");
+
+    let stop = AtomicBool::new(false);
+    let n = sem.embed_pending(&idx, 2, &stop, &|_, _| {}).unwrap();
+    assert_eq!(n, 5);
+    assert_eq!(emb.calls.load(Ordering::SeqCst), 3, "batches of 2");
+
+    let (ids, ran, notes) = top(&idx, q, Retriever::Semantic);
+    assert_eq!(ids[0], "transcribe", "{ids:?}");
+    assert_eq!(ran, ["semantic"]);
+    assert!(notes.is_empty(), "{notes:?}");
+    // Fused: the word match (lexical 1st, semantic 2nd) and the meaning match (semantic 1st)
+    // lead, in that order, ahead of everything else.
+    let (ids, ran, _) = top(&idx, q, Retriever::Hybrid);
+    assert_eq!(ran, ["lexical", "semantic"]);
+    assert_eq!(ids[..2], ["voice-of-customer", "transcribe"], "{ids:?}");
+    let (ids, ran, _) = top(&idx, q, Retriever::Lexical);
+    assert_eq!(
+        (ids[0].as_str(), ran),
+        ("voice-of-customer", vec!["lexical"])
+    );
+
+    // An all-stopword or wordless query still has a meaning to search by; an empty one not.
+    assert!(top(&idx, "   ", Retriever::Hybrid).0.is_empty());
+
+    // A second process (a new store over the same file) embeds nothing again.
+    let emb2 = Arc::new(ConceptEmbedder::new());
+    let sem2 = Semantic::new(&home, emb2.clone()).unwrap();
+    assert_eq!(sem2.embed_pending(&idx, 8, &stop, &|_, _| {}).unwrap(), 0);
+
+    // Editing one skill re-embeds that one only; until then hybrid is lexical again.
+    write_skill(
+        &root,
+        "sql",
+        "sql-helper",
+        "Write a SQL query for a database table, fast",
+    );
+    idx.refresh(&|_| {}).unwrap();
+    let (_, ran, notes) = top(&idx, q, Retriever::Hybrid);
+    assert_eq!(ran, ["lexical"]);
+    assert!(notes[0].contains("4 of 5"), "{notes:?}");
+    let before = emb.texts.load(Ordering::SeqCst);
+    assert_eq!(sem.embed_pending(&idx, 8, &stop, &|_, _| {}).unwrap(), 1);
+    assert_eq!(emb.texts.load(Ordering::SeqCst) - before, 1);
+    assert_eq!(top(&idx, q, Retriever::Hybrid).1, ["lexical", "semantic"]);
+}
+
+#[test]
+fn gating_and_shadowing_apply_to_semantic_hits_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write_skill(
+        &a,
+        "billing",
+        "invoice-maker",
+        "Create an invoice for a client",
+    );
+    write_skill(
+        &b,
+        "billing2",
+        "invoice-maker",
+        "Create a bill for a client",
+    );
+    let dir = b.join("receipts");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: receipts\ndescription: File a payment receipt\nmetadata: {\"openclaw\":{\"requires\":{\"bins\":[\"no-such-binary-xyz\"]}}}\n---\nbody\n",
+    )
+    .unwrap();
+    let roots = Roots::explicit([&a, &b]);
+    let (idx, _) =
+        SkillIndex::open(&roots, &IndexConfig::new(&home), Refresh::Always, &|_| {}).unwrap();
+    let sem = Arc::new(Semantic::new(&home, Arc::new(ConceptEmbedder::new())).unwrap());
+    sem.embed_pending(&idx, 8, &AtomicBool::new(false), &|_, _| {})
+        .unwrap();
+    idx.attach_semantic(sem);
+    let r = idx
+        .search(
+            "payment",
+            &opts(Retriever::Semantic),
+            &GateEnv::from_process(),
+        )
+        .unwrap();
+    let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids, ["billing"], "{:?}", r.dropped);
+    let dropped: Vec<(&str, &str)> = r
+        .dropped
+        .iter()
+        .map(|d| (d.id.as_str(), d.exclusion.code.as_str()))
+        .collect();
+    assert!(dropped.contains(&("billing2", "shadowed")), "{dropped:?}");
+    assert!(
+        dropped.iter().any(|(id, _)| *id == "receipts"),
+        "{dropped:?}"
+    );
+}
+
+/// The real model: a query that shares no word with the right skill.
+#[test]
+fn minilm_hybrid_finds_a_paraphrase() {
+    let Some(dir) = std::env::var_os("MINILM_TEST_MODEL_DIR") else {
+        eprintln!("MINILM_TEST_MODEL_DIR unset: skipped");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    corpus(&root);
+    write_skill(
+        &root,
+        "k8s",
+        "cluster-deploy",
+        "Deploy a Kubernetes cluster on AWS",
+    );
+    let roots = Roots::explicit([&root]);
+    let (idx, _) =
+        SkillIndex::open(&roots, &IndexConfig::new(&home), Refresh::Always, &|_| {}).unwrap();
+    let model = LocalEmbedder::load(Path::new(&dir)).unwrap();
+    let sem = Arc::new(Semantic::new(&home, Arc::new(model)).unwrap());
+    sem.embed_pending(&idx, 16, &AtomicBool::new(false), &|_, _| {})
+        .unwrap();
+    idx.attach_semantic(sem);
+    let q = "I need the dictated memo from my phone as a document";
+    let (ids, _, _) = top(&idx, q, Retriever::Hybrid);
+    assert_eq!(ids[0], "transcribe", "{ids:?}");
+    assert_eq!(top(&idx, q, Retriever::Lexical).0.first(), None);
+    let (ids, _, _) = top(&idx, "spin up containers in the cloud", Retriever::Hybrid);
+    assert_eq!(ids[0], "k8s", "{ids:?}");
+}
