@@ -28,6 +28,10 @@ pub enum Kind {
     Path,
     /// A list of paths; `:`-separated in the environment.
     Paths,
+    /// An `http://` or `https://` URL, or empty (off).
+    Url,
+    /// A string that is never shown: `config show`, errors and `Debug` print it redacted.
+    Secret,
 }
 
 /// One configuration key.
@@ -209,7 +213,110 @@ pub const KEYS: &[KeyDef] = &[
         default: "1.1",
         doc: "Fusion weight of the semantic ranking.",
     },
+    KeyDef {
+        name: "hub_endpoint",
+        env: "SKILLSEARCH_HUB_ENDPOINT",
+        kind: Kind::Url,
+        default: "\"\"",
+        doc: "Base URL of a SkillHub-compatible hub (e.g. https://skillhub.evermind.ai). Empty: no hub.",
+    },
+    KeyDef {
+        name: "hub_api_key",
+        env: "SKILLSEARCH_HUB_API_KEY",
+        kind: Kind::Secret,
+        default: "\"\"",
+        doc: "Bearer key sent to the hub. Never shown: config show and logs print it redacted.",
+    },
+    KeyDef {
+        name: "hub_timeout_s",
+        env: "SKILLSEARCH_HUB_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.05,
+            max: 60.0,
+        },
+        default: "2.0",
+        doc: "Hard deadline of one hub search or read (seconds).",
+    },
+    KeyDef {
+        name: "hub_download_timeout_s",
+        env: "SKILLSEARCH_HUB_DOWNLOAD_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.05,
+            max: 600.0,
+        },
+        default: "30.0",
+        doc: "Hard deadline of one hub bundle download (seconds).",
+    },
+    KeyDef {
+        name: "hub_min_safety",
+        env: "SKILLSEARCH_HUB_MIN_SAFETY",
+        kind: Kind::Float { min: 0.0, max: 1.0 },
+        default: "0.7",
+        doc: "Hub skills whose safety score is below this are never returned or installed.",
+    },
+    KeyDef {
+        name: "weight_hub",
+        env: "SKILLSEARCH_WEIGHT_HUB",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 10.0,
+        },
+        default: "0.85",
+        doc: "Weight of hub hits when they are fused with local hits.",
+    },
+    KeyDef {
+        name: "per_source_max",
+        env: "SKILLSEARCH_PER_SOURCE_MAX",
+        kind: Kind::Int { min: 1, max: 50 },
+        default: "2",
+        doc: "Most hits one source (the local index, the hub) contributes to a turn.",
+    },
 ];
+
+/// What `config show` and errors print instead of a secret.
+pub const REDACTED: &str = "<redacted>";
+
+/// A secret string (an API key). `Debug`, `Display` and `Serialize` print [`REDACTED`] (or
+/// nothing when empty); only [`Secret::expose`] gives the value.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn shown(&self) -> &'static str {
+        if self.0.is_empty() { "" } else { REDACTED }
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret({:?})", self.shown())
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.shown())
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.shown())
+    }
+}
 
 /// Environment variables that are ours but are not configuration keys.
 pub const OTHER_ENV: &[&str] = &["SKILLSEARCH_HOME", "SKILLSEARCH_CONFIG", "SKILLSEARCH_LOG"];
@@ -278,6 +385,14 @@ pub struct Settings {
     pub rrf_k: f32,
     pub lexical_weight: f32,
     pub semantic_weight: f32,
+    /// Empty: no hub.
+    pub hub_endpoint: String,
+    pub hub_api_key: Secret,
+    pub hub_timeout_s: f64,
+    pub hub_download_timeout_s: f64,
+    pub hub_min_safety: f64,
+    pub weight_hub: f32,
+    pub per_source_max: usize,
     /// Every key's effective value (JSON) and its source, in table order.
     #[serde(skip)]
     pub effective: Vec<(&'static str, Value, Source)>,
@@ -344,6 +459,8 @@ fn kind_text(kind: Kind) -> String {
         Kind::Str => "a string".into(),
         Kind::Path => "a path".into(),
         Kind::Paths => "a list of paths".into(),
+        Kind::Url => "an http:// or https:// URL, or empty".into(),
+        Kind::Secret => "a string".into(),
     }
 }
 
@@ -363,6 +480,7 @@ fn check(def: &KeyDef, raw: Value, source: &Source) -> Result<Value, ConfigError
         ),
     };
     let shown = match &raw {
+        _ if matches!(def.kind, Kind::Secret) => REDACTED.to_owned(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
@@ -394,8 +512,15 @@ fn check(def: &KeyDef, raw: Value, source: &Source) -> Result<Value, ConfigError
                 _ => Err(bad(&shown)),
             }
         }
-        Kind::Str | Kind::Path => match raw {
+        Kind::Str | Kind::Path | Kind::Secret => match raw {
             Value::String(_) => Ok(raw),
+            _ => Err(bad(&shown)),
+        },
+        Kind::Url => match &raw {
+            Value::String(s) if s.trim().is_empty() => Ok(Value::String(String::new())),
+            Value::String(s) if is_http_url(s.trim()) => {
+                Ok(Value::String(s.trim().trim_end_matches('/').to_owned()))
+            }
             _ => Err(bad(&shown)),
         },
         Kind::Paths => match raw {
@@ -417,6 +542,16 @@ fn check(def: &KeyDef, raw: Value, source: &Source) -> Result<Value, ConfigError
             _ => Err(bad(&shown)),
         },
     }
+}
+
+/// `http://host…` or `https://host…` with a non-empty host and no whitespace.
+fn is_http_url(s: &str) -> bool {
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"));
+    rest.is_some_and(|r| {
+        !r.is_empty() && !r.starts_with('/') && !r.chars().any(|c| c.is_whitespace())
+    })
 }
 
 fn toml_to_json(v: toml::Value) -> Value {
@@ -569,12 +704,25 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         rrf_k: float("rrf_k"),
         lexical_weight: float("lexical_weight"),
         semantic_weight: float("semantic_weight"),
+        hub_endpoint: text("hub_endpoint"),
+        hub_api_key: Secret::new(text("hub_api_key")),
+        hub_timeout_s: get("hub_timeout_s").as_f64().unwrap_or(0.0),
+        hub_download_timeout_s: get("hub_download_timeout_s").as_f64().unwrap_or(0.0),
+        hub_min_safety: get("hub_min_safety").as_f64().unwrap_or(0.0),
+        weight_hub: float("weight_hub"),
+        per_source_max: int("per_source_max") as usize,
         effective: KEYS
             .iter()
             .map(|d| {
                 let (v, s) = values
                     .remove(d.name)
                     .unwrap_or((Value::Null, Source::Default));
+                let v = match (d.kind, v) {
+                    (Kind::Secret, Value::String(text)) => {
+                        Value::String(Secret::new(text).shown().to_owned())
+                    }
+                    (_, v) => v,
+                };
                 (d.name, v, s)
             })
             .collect(),
@@ -591,6 +739,8 @@ pub fn schema() -> Value {
             Kind::Int { min, max } => json!({"type": "integer", "minimum": min, "maximum": max}),
             Kind::Float { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
             Kind::Str | Kind::Path => json!({"type": "string"}),
+            Kind::Url => json!({"type": "string", "pattern": "^(https?://\\S+)?$"}),
+            Kind::Secret => json!({"type": "string", "writeOnly": true}),
             Kind::Paths => json!({"type": "array", "items": {"type": "string"}}),
         };
         p["default"] = default;
@@ -702,6 +852,76 @@ mod tests {
                 .message
                 .contains("not valid TOML")
         );
+    }
+
+    #[test]
+    fn hub_keys_default_off_and_the_key_is_never_shown() {
+        let s = resolve(&Layers::default()).unwrap();
+        assert_eq!(s.hub_endpoint, "");
+        assert!(s.hub_api_key.is_empty());
+        assert_eq!(
+            (s.hub_timeout_s, s.hub_download_timeout_s, s.hub_min_safety),
+            (2.0, 30.0, 0.7)
+        );
+        assert_eq!((s.weight_hub, s.per_source_max), (0.85, 2));
+        let mut l = file("hub_endpoint = \"https://hub.example/\"\nhub_api_key = \"sk-FILE\"\n");
+        l.env = vec![("SKILLSEARCH_HUB_API_KEY".into(), "sk-ENV-123".into())];
+        let s = resolve(&l).unwrap();
+        assert_eq!(
+            s.hub_endpoint, "https://hub.example",
+            "trailing slash dropped"
+        );
+        assert_eq!(s.hub_api_key.expose(), "sk-ENV-123");
+        let (_, v, src) = s.effective.iter().find(|e| e.0 == "hub_api_key").unwrap();
+        assert_eq!(v, &json!(REDACTED));
+        assert_eq!(src, &Source::Env("SKILLSEARCH_HUB_API_KEY".into()));
+        let shown = format!(
+            "{s:?} {} {}",
+            serde_json::to_string(&s).unwrap(),
+            s.hub_api_key
+        );
+        assert!(!shown.contains("sk-ENV-123"), "{shown}");
+        assert!(shown.contains(REDACTED));
+        // A bad value names the key but not the secret.
+        let e = resolve(&file("hub_api_key = 12345")).unwrap_err();
+        assert_eq!(e.key, "hub_api_key");
+        assert!(!e.message.contains("12345"), "{}", e.message);
+        assert!(e.message.contains("is not a string"), "{}", e.message);
+    }
+
+    #[test]
+    fn hub_values_are_checked() {
+        for bad in [
+            "hub_endpoint = \"ftp://x\"",
+            "hub_endpoint = \"skillhub.evermind.ai\"",
+            "hub_endpoint = \"https://\"",
+            "hub_min_safety = 1.5",
+            "hub_timeout_s = 0",
+            "per_source_max = 0",
+            "weight_hub = -1.0",
+        ] {
+            let e = resolve(&file(bad)).unwrap_err();
+            assert!(bad.starts_with(&e.key), "{bad}: {}", e.message);
+        }
+        let e = resolve(&Layers {
+            env: vec![("SKILLSEARCH_HUB_ENDPOINT".into(), "hub.local".into())],
+            ..Layers::default()
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            "config key `hub_endpoint` (environment SKILLSEARCH_HUB_ENDPOINT): `hub.local` is not an http:// or https:// URL, or empty"
+        );
+        for def in KEYS {
+            assert_eq!(
+                def.env,
+                format!("SKILLSEARCH_{}", def.name.to_uppercase())
+                    .replace("SKILLSEARCH_SKILLS", "SKILLSEARCH_SKILLS_DIRS")
+                    .replace("SKILLSEARCH_PLUGINS", "SKILLSEARCH_PLUGINS_DIRS")
+            );
+        }
+        let s = resolve(&file("hub_endpoint = \"  \"\nhub_timeout_s = 0.5")).unwrap();
+        assert_eq!((s.hub_endpoint.as_str(), s.hub_timeout_s), ("", 0.5));
     }
 
     #[test]

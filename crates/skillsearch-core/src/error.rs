@@ -32,6 +32,39 @@ pub enum Error {
     Model { path: PathBuf, message: String },
     #[error("{0}")]
     Invalid(String),
+    /// The hub did not answer within the step's deadline.
+    #[error("hub {op}: timeout after {after_ms} ms")]
+    HubTimeout { op: String, after_ms: u64 },
+    /// The hub answered with a non-2xx HTTP status (`detail`: the envelope's code and message).
+    #[error("hub {op}: HTTP {status}{detail}")]
+    HubStatus {
+        op: String,
+        status: u16,
+        detail: String,
+    },
+    /// A 2xx answer whose envelope is not a success (`status` 0 and `error` `ok`/`success`), or
+    /// whose body is not the JSON the protocol describes.
+    #[error("hub {op}: bad envelope: {message}")]
+    HubEnvelope { op: String, message: String },
+    /// Connection, DNS, TLS or read failure.
+    #[error("hub {op}: {message}")]
+    HubTransport { op: String, message: String },
+    /// The hub's own safety score of a skill is below `hub_min_safety`.
+    #[error("hub skill `{id}` has safety score {score} (below the minimum {min}); not used")]
+    HubUnsafe { id: String, score: f64, min: f64 },
+    /// A bundle entry that could escape the cache or is not a plain file; nothing was installed.
+    #[error("bundle `{bundle}`: entry `{entry}` {reason}; nothing was installed")]
+    BundleUnsafe {
+        bundle: String,
+        entry: String,
+        reason: &'static str,
+    },
+    /// The bundle inflated past the archive limit; nothing was installed.
+    #[error("bundle `{bundle}` inflates past {limit} bytes; nothing was installed")]
+    BundleTooLarge { bundle: String, limit: u64 },
+    /// The bundle is not a usable zip (corrupt, encrypted, unsupported method, no `SKILL.md`).
+    #[error("bundle `{bundle}`: {message}; nothing was installed")]
+    BundleInvalid { bundle: String, message: String },
 }
 
 impl Error {

@@ -5,6 +5,7 @@
 //! This crate never prints and holds no global state; binaries and host adapters sit on top.
 
 pub mod analyzer;
+pub mod bundle;
 pub mod config;
 pub mod corpus;
 pub mod decision_log;
@@ -16,12 +17,14 @@ pub mod eval;
 pub mod frontmatter;
 pub mod fusion;
 pub mod gate;
+pub mod hub;
 pub mod index;
 pub mod plan;
 pub mod relevance;
 pub mod render;
 pub mod search;
 pub mod semantic;
+pub mod source;
 pub mod tokens;
 pub mod tools;
 
@@ -29,5 +32,7 @@ pub use corpus::{Root, Roots};
 pub use diagnostic::{Diagnostic, Severity};
 pub use error::{Error, Result};
 pub use gate::GateEnv;
+pub use hub::{HubClient, HubSettings, HubSource};
 pub use index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
 pub use search::{Hit, SearchOptions, SearchResult};
+pub use source::{RemoteHit, SkillSource};

@@ -104,6 +104,12 @@ impl Guard {
         }
     }
 
+    /// The query's distinct terms after dropping request words; a guard without terms passes
+    /// nothing.
+    pub fn term_count(&self) -> usize {
+        self.terms.len()
+    }
+
     pub fn check(&self, name: &str, description: &str) -> Verdict {
         let hay: BTreeSet<String> = analyzer::terms(&format!("{name} {description}"))
             .into_iter()

@@ -486,6 +486,37 @@ fn config_layers_show_sources_and_reject_typos_loudly() {
         "{err}"
     );
 
+    // The hub key is shown redacted, in JSON and text, with its source.
+    fs::write(
+        e.home.join("config.toml"),
+        "hub_endpoint = \"http://127.0.0.1:9\"\n",
+    )
+    .unwrap();
+    for json_flag in [true, false] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_skillsearch"));
+        cmd.arg("--home").arg(&e.home).args(["config", "show"]);
+        if json_flag {
+            cmd.arg("--json");
+        }
+        let out = cmd
+            .env("SKILLSEARCH_HUB_API_KEY", "sk-cli-SECRET")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{text}");
+        assert!(!text.contains("sk-cli-SECRET"), "{text}");
+        assert!(text.contains("<redacted>"), "{text}");
+        if json_flag {
+            let v = json(&out);
+            assert_eq!(
+                v["hub_api_key"]["source"],
+                "environment SKILLSEARCH_HUB_API_KEY"
+            );
+            assert_eq!(v["hub_endpoint"]["value"], "http://127.0.0.1:9");
+            assert_eq!(v["weight_hub"]["value"], 0.85);
+        }
+    }
+
     let out = e.run(&["config", "schema"]);
     let schema: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(schema["additionalProperties"], false);

@@ -1,0 +1,751 @@
+//! The remote hub source (reference §1.3d): a synchronous client for a SkillHub-compatible
+//! service and the [`SkillSource`] built on it.
+//!
+//! Protocol, as the reference pins it:
+//! - every request carries `X-Request-ID` (32 random hex digits) and, when a key is set,
+//!   `Authorization: Bearer <key>`;
+//! - JSON answers are wrapped in `{error, requestId, status, result}`; success needs **both**
+//!   `status == 0` and `error` ∈ {`ok`, `success`}, anything else is [`Error::HubEnvelope`];
+//!   a non-2xx status is [`Error::HubStatus`] (redirects are not followed);
+//! - discover: `GET {base}/openapi/v1/skills?q=&limit=` → `result.items[]` (metadata, no body);
+//! - read: `GET {base}/openapi/v1/skills/{id}` → `result` with `skill_md`;
+//! - download: `GET {base}/openapi/v1/skills/{id}/download?source=cli` → the raw zip.
+//!
+//! Every call has a hard deadline: the earlier of the caller's deadline and the step's own
+//! timeout (`hub_timeout_s` for search and read, `hub_download_timeout_s` for a download). It
+//! bounds DNS, connect, sending and reading the whole body. Nothing else is contacted: the
+//! client talks only to the configured endpoint.
+
+use crate::bundle::{self, Installed, Limits};
+use crate::config::{Secret, Settings};
+use crate::error::{Error, Result};
+use crate::frontmatter;
+use crate::relevance::Guard;
+use crate::source::{RemoteHit, SkillSource};
+use serde_json::{Value, json};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Source label and `qualified_id` prefix of hub hits.
+pub const SOURCE: &str = "hub";
+/// Hub items whose `quality_score` is below this are dropped (fixed in the reference too).
+pub const MIN_QUALITY: f64 = 0.45;
+/// The `source` query parameter of downloads (the service accepts raven, everme, cli, web).
+pub const DOWNLOAD_SOURCE: &str = "cli";
+/// Largest JSON answer read.
+const MAX_JSON_BYTES: u64 = 16 << 20;
+/// Largest archive downloaded (its inflated size is bounded separately while extracting).
+pub const MAX_ARCHIVE_BYTES: u64 = 64 << 20;
+/// Most items one discover call asks for (the service accepts 1–50).
+const MAX_LIMIT: usize = 50;
+
+/// What the hub client and source need, resolved from [`Settings`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubSettings {
+    /// Base URL without a trailing slash; empty: no hub.
+    pub endpoint: String,
+    pub api_key: Secret,
+    /// Search and read deadline.
+    pub timeout: Duration,
+    /// Download deadline.
+    pub download_timeout: Duration,
+    pub min_safety: f64,
+    pub min_quality: f64,
+    pub weight: f32,
+    pub per_source_max: usize,
+    /// Where bundles are extracted; must be outside every skill root
+    /// ([`bundle::check_outside`]).
+    pub cache_dir: PathBuf,
+}
+
+impl HubSettings {
+    /// The hub settings of a configuration, or `None` when `hub_endpoint` is empty. Bundles go
+    /// to `<home>/cache/hub`.
+    pub fn from_settings(s: &Settings, home: &Path) -> Option<HubSettings> {
+        if s.hub_endpoint.is_empty() {
+            return None;
+        }
+        Some(HubSettings {
+            endpoint: s.hub_endpoint.clone(),
+            api_key: s.hub_api_key.clone(),
+            timeout: Duration::from_secs_f64(s.hub_timeout_s),
+            download_timeout: Duration::from_secs_f64(s.hub_download_timeout_s),
+            min_safety: s.hub_min_safety,
+            min_quality: MIN_QUALITY,
+            weight: s.weight_hub,
+            per_source_max: s.per_source_max,
+            cache_dir: Self::default_cache_dir(home),
+        })
+    }
+
+    pub fn default_cache_dir(home: &Path) -> PathBuf {
+        home.join("cache").join("hub")
+    }
+
+    /// Settings with the reference's defaults for `endpoint` (tests, embedding).
+    pub fn new(endpoint: impl Into<String>, cache_dir: impl Into<PathBuf>) -> HubSettings {
+        HubSettings {
+            endpoint: endpoint.into().trim_end_matches('/').to_owned(),
+            api_key: Secret::default(),
+            timeout: Duration::from_secs(2),
+            download_timeout: Duration::from_secs(30),
+            min_safety: 0.7,
+            min_quality: MIN_QUALITY,
+            weight: 0.85,
+            per_source_max: 2,
+            cache_dir: cache_dir.into(),
+        }
+    }
+}
+
+/// One skill record read from the hub.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubSkill {
+    /// The id it was read by (the record's `id` when it has one).
+    pub id: String,
+    /// Cache key: `slug`, else `skill_id`, else `id`.
+    pub slug: String,
+    /// `version`, else `v0`.
+    pub version: String,
+    pub name: String,
+    pub description: String,
+    /// The whole `SKILL.md`, frontmatter included.
+    pub skill_md: Option<String>,
+    pub score_safety: Option<f64>,
+    /// The record as the hub sent it.
+    pub record: Value,
+}
+
+fn text_field(v: &Value, key: &str) -> Option<String> {
+    match v.get(key)? {
+        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn number_field(v: &Value, key: &str) -> Option<f64> {
+    v.get(key).and_then(Value::as_f64)
+}
+
+impl HubSkill {
+    /// Reads a record; `asked` is the id it was requested by.
+    pub fn from_record(record: Value, asked: &str) -> HubSkill {
+        let id = text_field(&record, "id").unwrap_or_else(|| asked.to_owned());
+        HubSkill {
+            slug: text_field(&record, "slug")
+                .or_else(|| text_field(&record, "skill_id"))
+                .unwrap_or_else(|| id.clone()),
+            version: text_field(&record, "version").unwrap_or_else(|| "v0".to_owned()),
+            name: text_field(&record, "name").unwrap_or_default(),
+            description: text_field(&record, "description").unwrap_or_default(),
+            skill_md: record
+                .get("skill_md")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            score_safety: number_field(&record, "score_safety"),
+            id,
+            record,
+        }
+    }
+
+    /// The body a model reads: `skill_md` without its frontmatter.
+    pub fn body(&self) -> Option<String> {
+        let md = self.skill_md.as_deref()?;
+        let parsed = frontmatter::parse(md, &self.slug);
+        let body = parsed.body.trim();
+        (!body.is_empty()).then(|| body.to_owned())
+    }
+}
+
+/// A synchronous hub client. Cheap to share across threads (`&HubClient` is `Send + Sync`);
+/// connections are pooled.
+pub struct HubClient {
+    base: String,
+    key: Secret,
+    agent: ureq::Agent,
+    timeout: Duration,
+    download_timeout: Duration,
+    min_safety: f64,
+    cache_dir: PathBuf,
+}
+
+impl fmt::Debug for HubClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HubClient")
+            .field("base", &self.base)
+            .field("key", &self.key)
+            .field("timeout", &self.timeout)
+            .field("download_timeout", &self.download_timeout)
+            .field("min_safety", &self.min_safety)
+            .field("cache_dir", &self.cache_dir)
+            .finish()
+    }
+}
+
+/// The parts of a response the client uses.
+struct Answer {
+    status: u16,
+    body: Vec<u8>,
+}
+
+/// Applies the envelope rule to a JSON answer and returns its `result`.
+pub fn open_envelope(op: &str, status: u16, body: &[u8]) -> Result<Value> {
+    let parsed: std::result::Result<Value, _> = serde_json::from_slice(body);
+    if !(200..300).contains(&status) {
+        let detail = match &parsed {
+            Ok(v) => {
+                let code = v.get("status").map(Value::to_string).unwrap_or_default();
+                let error = v.get("error").and_then(Value::as_str).unwrap_or_default();
+                format!(
+                    " (hub status {code}: `{}`)",
+                    error.chars().take(200).collect::<String>()
+                )
+            }
+            Err(_) => String::new(),
+        };
+        return Err(Error::HubStatus {
+            op: op.to_owned(),
+            status,
+            detail,
+        });
+    }
+    let bad = |message: String| Error::HubEnvelope {
+        op: op.to_owned(),
+        message,
+    };
+    let v = parsed.map_err(|e| bad(format!("not JSON ({e})")))?;
+    let Some(obj) = v.as_object() else {
+        return Err(bad("not a JSON object".into()));
+    };
+    let code = obj.get("status");
+    let error = obj.get("error");
+    let status_ok = code.and_then(Value::as_f64) == Some(0.0);
+    let error_ok = matches!(error.and_then(Value::as_str), Some("ok" | "success"));
+    if !(status_ok && error_ok) {
+        let shown = |v: Option<&Value>| v.map_or_else(|| "missing".to_owned(), Value::to_string);
+        return Err(bad(format!(
+            "status {} and error {} (success is status 0 with error \"ok\" or \"success\")",
+            shown(code),
+            shown(error).chars().take(200).collect::<String>()
+        )));
+    }
+    Ok(obj.get("result").cloned().unwrap_or(Value::Null))
+}
+
+/// Percent-encodes one path segment.
+fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl HubClient {
+    pub fn new(settings: &HubSettings) -> Result<HubClient> {
+        let base = settings.endpoint.trim().trim_end_matches('/').to_owned();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(Error::Invalid(format!(
+                "hub endpoint `{base}` is not an http:// or https:// URL"
+            )));
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            .user_agent(concat!("skillsearch/", env!("CARGO_PKG_VERSION")))
+            .timeout_global(Some(settings.download_timeout.max(settings.timeout)))
+            .build()
+            .into();
+        Ok(HubClient {
+            base,
+            key: settings.api_key.clone(),
+            agent,
+            timeout: settings.timeout,
+            download_timeout: settings.download_timeout,
+            min_safety: settings.min_safety,
+            cache_dir: settings.cache_dir.clone(),
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.base
+    }
+
+    fn transport_error(op: &str, budget: Duration, e: ureq::Error) -> Error {
+        let timeout = || Error::HubTimeout {
+            op: op.to_owned(),
+            after_ms: budget.as_millis() as u64,
+        };
+        match e {
+            ureq::Error::Timeout(_) => timeout(),
+            ureq::Error::Io(io)
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+                ) =>
+            {
+                timeout()
+            }
+            ureq::Error::BodyExceedsLimit(n) => Error::HubTransport {
+                op: op.to_owned(),
+                message: format!("answer larger than {n} bytes"),
+            },
+            other => Error::HubTransport {
+                op: op.to_owned(),
+                message: other.to_string(),
+            },
+        }
+    }
+
+    /// One GET with a hard deadline: the earlier of `deadline` and now + `step`.
+    fn call(
+        &self,
+        op: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        step: Duration,
+        deadline: Instant,
+        max_bytes: u64,
+    ) -> Result<Answer> {
+        let start = Instant::now();
+        let budget = deadline.saturating_duration_since(start).min(step);
+        if budget.is_zero() {
+            return Err(Error::HubTimeout {
+                op: op.to_owned(),
+                after_ms: 0,
+            });
+        }
+        let request_id = bundle::random_hex(32);
+        let url = format!("{}{path}", self.base);
+        let mut req = self
+            .agent
+            .get(&url)
+            .header("X-Request-ID", &request_id)
+            .header("Accept", "application/json, application/zip");
+        if !self.key.is_empty() {
+            req = req.header("Authorization", &format!("Bearer {}", self.key.expose()));
+        }
+        for (k, v) in query {
+            req = req.query(*k, *v);
+        }
+        let result = req
+            .config()
+            .timeout_global(Some(budget))
+            .build()
+            .call()
+            .and_then(|mut resp| {
+                let status = resp.status().as_u16();
+                let body = resp
+                    .body_mut()
+                    .with_config()
+                    .limit(max_bytes)
+                    .read_to_vec()?;
+                Ok(Answer { status, body })
+            });
+        let elapsed_ms = start.elapsed().as_millis() as u64;
+        match result {
+            Ok(a) => {
+                tracing::debug!(target: "hub", op, request_id = %request_id, status = a.status, bytes = a.body.len(), elapsed_ms, "hub answered");
+                Ok(a)
+            }
+            Err(e) => {
+                let e = Self::transport_error(op, budget, e);
+                tracing::debug!(target: "hub", op, request_id = %request_id, elapsed_ms, error = %e, "hub call failed");
+                Err(e)
+            }
+        }
+    }
+
+    /// Discover: the raw `result.items` for `query`, at most `limit` (1–50).
+    pub fn discover(&self, query: &str, limit: usize, deadline: Instant) -> Result<Vec<Value>> {
+        let limit = limit.clamp(1, MAX_LIMIT).to_string();
+        let a = self.call(
+            "search",
+            "/openapi/v1/skills",
+            &[("q", query), ("limit", &limit)],
+            self.timeout,
+            deadline,
+            MAX_JSON_BYTES,
+        )?;
+        let result = open_envelope("search", a.status, &a.body)?;
+        match result.get("items") {
+            Some(Value::Array(items)) => Ok(items.clone()),
+            _ => Err(Error::HubEnvelope {
+                op: "search".into(),
+                message: "`result.items` is not a list".into(),
+            }),
+        }
+    }
+
+    /// Read one skill (`skill_md` and metadata) by UUID or `skill_id`. A record whose
+    /// `score_safety` is below `hub_min_safety` is [`Error::HubUnsafe`].
+    pub fn get(&self, id: &str, deadline: Instant) -> Result<HubSkill> {
+        let op = format!("read `{id}`");
+        let a = self.call(
+            &op,
+            &format!("/openapi/v1/skills/{}", path_segment(id)),
+            &[],
+            self.timeout,
+            deadline,
+            MAX_JSON_BYTES,
+        )?;
+        let result = open_envelope(&op, a.status, &a.body)?;
+        if !result.is_object() {
+            return Err(Error::HubEnvelope {
+                op,
+                message: "`result` is not a skill record".into(),
+            });
+        }
+        let skill = HubSkill::from_record(result, id);
+        self.check_safety(&skill)?;
+        Ok(skill)
+    }
+
+    fn check_safety(&self, skill: &HubSkill) -> Result<()> {
+        match skill.score_safety {
+            Some(score) if score < self.min_safety => Err(Error::HubUnsafe {
+                id: skill.id.clone(),
+                score,
+                min: self.min_safety,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Download a skill's bundle (the raw zip, not enveloped), at most [`MAX_ARCHIVE_BYTES`].
+    pub fn download(&self, id: &str, deadline: Instant) -> Result<Vec<u8>> {
+        let op = format!("download `{id}`");
+        let a = self.call(
+            &op,
+            &format!("/openapi/v1/skills/{}/download", path_segment(id)),
+            &[("source", DOWNLOAD_SOURCE)],
+            self.download_timeout,
+            deadline,
+            MAX_ARCHIVE_BYTES,
+        )?;
+        if (200..300).contains(&a.status) {
+            Ok(a.body)
+        } else {
+            // Errors come enveloped; `open_envelope` turns a non-2xx status into `HubStatus`.
+            open_envelope(&op, a.status, &a.body).map(|_| Vec::new())
+        }
+    }
+
+    /// Makes a skill's bundle available on disk: from the cache, or downloaded and safely
+    /// extracted into `<cache_dir>/<slug>/<version>`. `prefetched` is the record a hydrate
+    /// already read (saves one call). The read and the download each keep their own timeout,
+    /// bounded by `deadline`.
+    pub fn install(
+        &self,
+        id: &str,
+        prefetched: Option<&HubSkill>,
+        deadline: Instant,
+    ) -> Result<Installed> {
+        let skill = match prefetched {
+            Some(s) => {
+                self.check_safety(s)?;
+                s.clone()
+            }
+            None => self.get(id, deadline)?,
+        };
+        bundle::install(
+            &self.cache_dir,
+            &skill.slug,
+            &skill.version,
+            &Limits::default(),
+            || self.download(&skill.id, deadline),
+        )
+    }
+}
+
+/// Why a discovered item was not returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejected {
+    pub id: String,
+    pub reason: String,
+}
+
+/// A search with the items the filters dropped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubSearch {
+    pub hits: Vec<RemoteHit>,
+    pub rejected: Vec<Rejected>,
+}
+
+/// The hub as a [`SkillSource`]: discover, then the safety, quality and relevance filters.
+#[derive(Debug)]
+pub struct HubSource {
+    client: HubClient,
+    weight: f32,
+    per_source_max: usize,
+    min_safety: f64,
+    min_quality: f64,
+}
+
+fn tags_text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" "),
+        Some(Value::String(s)) => s.replace(',', " "),
+        _ => String::new(),
+    }
+}
+
+impl HubSource {
+    pub fn new(settings: &HubSettings) -> Result<HubSource> {
+        Ok(HubSource {
+            client: HubClient::new(settings)?,
+            weight: settings.weight,
+            per_source_max: settings.per_source_max,
+            min_safety: settings.min_safety,
+            min_quality: settings.min_quality,
+        })
+    }
+
+    pub fn client(&self) -> &HubClient {
+        &self.client
+    }
+
+    /// Discover and filter, in the reference's order: items without `id` or `name`, then
+    /// `score_safety` below the minimum, then `quality_score` below 0.45, then the lexical
+    /// relevance guard on name + description + tags; at most `min(k, per_source_max)` kept.
+    pub fn search_explained(&self, query: &str, k: usize, deadline: Instant) -> Result<HubSearch> {
+        let mut out = HubSearch {
+            hits: Vec::new(),
+            rejected: Vec::new(),
+        };
+        let cap = k.min(self.per_source_max);
+        let guard = Guard::new(query);
+        // Nothing could pass the guard: do not ask.
+        if cap == 0 || guard.term_count() == 0 {
+            return Ok(out);
+        }
+        let items = self.client.discover(query, (cap * 4).max(8), deadline)?;
+        for item in items {
+            let id = text_field(&item, "id");
+            let name = text_field(&item, "name");
+            let (Some(id), Some(name)) = (id, name) else {
+                out.rejected.push(Rejected {
+                    id: text_field(&item, "id").unwrap_or_default(),
+                    reason: "missing `id` or `name`".into(),
+                });
+                continue;
+            };
+            let reject = |reason: String| Rejected {
+                id: id.clone(),
+                reason,
+            };
+            let safety = number_field(&item, "score_safety");
+            if let Some(s) = safety.filter(|s| *s < self.min_safety) {
+                out.rejected.push(reject(format!(
+                    "safety score {s} below {}",
+                    self.min_safety
+                )));
+                continue;
+            }
+            let quality = number_field(&item, "quality_score");
+            if let Some(q) = quality.filter(|q| *q < self.min_quality) {
+                out.rejected.push(reject(format!(
+                    "quality score {q} below {}",
+                    self.min_quality
+                )));
+                continue;
+            }
+            let description = text_field(&item, "description").unwrap_or_default();
+            let verdict = guard.check(
+                &name,
+                &format!("{description} {}", tags_text(item.get("tags"))),
+            );
+            if !verdict.passed {
+                out.rejected.push(reject(format!(
+                    "not relevant: matched {:?}, {} required",
+                    verdict.matched, verdict.required
+                )));
+                continue;
+            }
+            if out.hits.len() >= cap {
+                out.rejected
+                    .push(reject(format!("over the {cap} hits a source may add")));
+                continue;
+            }
+            let field = |k: &str| item.get(k).cloned().unwrap_or(Value::Null);
+            let meta = json!({
+                "source": SOURCE,
+                "origin": format!("{SOURCE}/{id}"),
+                "id": id,
+                "skill_id": field("skill_id"),
+                "description": description,
+                "tags": field("tags"),
+                "category": field("category"),
+                "quality_score": field("quality_score"),
+                "install_count": field("install_count"),
+                "score_safety": field("score_safety"),
+                "keyword_relevance": {
+                    "passed": verdict.passed,
+                    "matched_terms": verdict.matched,
+                    "required_matched": verdict.required,
+                    "match_ratio": verdict.matched.len() as f64 / guard.term_count() as f64,
+                },
+            });
+            out.hits.push(RemoteHit {
+                qualified_id: format!("{SOURCE}/{id}"),
+                name,
+                description,
+                body: None,
+                score: quality.unwrap_or(0.0) as f32,
+                meta,
+            });
+        }
+        tracing::debug!(target: "hub", hits = out.hits.len(), rejected = out.rejected.len(), "hub search");
+        Ok(out)
+    }
+
+    /// Fetches a hit's body (`skill_md` without frontmatter) and keeps the record in
+    /// `meta._fetched` for a later [`HubSource::install`]. On failure the hit is unchanged.
+    pub fn hydrate(&self, hit: &mut RemoteHit, deadline: Instant) -> Result<()> {
+        let id = Self::hit_id(hit)?;
+        let skill = self.client.get(&id, deadline)?;
+        hit.body = skill.body();
+        if let Value::Object(m) = &mut hit.meta {
+            m.insert("_fetched".into(), skill.record);
+        }
+        Ok(())
+    }
+
+    /// Installs a hit's bundle, reusing the record a hydrate fetched.
+    pub fn install(&self, hit: &RemoteHit, deadline: Instant) -> Result<Installed> {
+        let id = Self::hit_id(hit)?;
+        let fetched = hit
+            .meta
+            .get("_fetched")
+            .map(|r| HubSkill::from_record(r.clone(), &id));
+        self.client.install(&id, fetched.as_ref(), deadline)
+    }
+
+    fn hit_id(hit: &RemoteHit) -> Result<String> {
+        hit.qualified_id
+            .strip_prefix("hub/")
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Invalid(format!("`{}` is not a hub hit", hit.qualified_id)))
+    }
+}
+
+impl SkillSource for HubSource {
+    fn name(&self) -> &str {
+        SOURCE
+    }
+
+    fn weight(&self) -> f32 {
+        self.weight
+    }
+
+    fn search(&self, query: &str, k: usize, deadline: Instant) -> Result<Vec<RemoteHit>> {
+        self.search_explained(query, k, deadline).map(|s| s.hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(error: Value, status: Value) -> Vec<u8> {
+        serde_json::to_vec(
+            &json!({"error": error, "requestId": "r", "status": status, "result": {"items": []}}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn envelope_accepts_only_status_zero_with_ok_or_success() {
+        // The reference's parity matrix: ok/0 ✓, success/0 ✓, ""/0 ✗, boom/0 ✗, ok/1 ✗.
+        assert!(open_envelope("t", 200, &env(json!("ok"), json!(0))).is_ok());
+        assert!(open_envelope("t", 200, &env(json!("success"), json!(0))).is_ok());
+        for (e, s) in [
+            (json!(""), json!(0)),
+            (json!("boom"), json!(0)),
+            (json!("ok"), json!(1)),
+            (json!("ok"), json!("0")),
+            (json!(null), json!(0)),
+            (json!("OK"), json!(0)),
+        ] {
+            let err = open_envelope("t", 200, &env(e.clone(), s.clone())).unwrap_err();
+            assert!(matches!(err, Error::HubEnvelope { .. }), "{e}/{s}: {err}");
+        }
+        assert!(matches!(
+            open_envelope("t", 200, b"<html>"),
+            Err(Error::HubEnvelope { .. })
+        ));
+        assert!(matches!(
+            open_envelope("t", 200, b"[1]"),
+            Err(Error::HubEnvelope { .. })
+        ));
+        let e = open_envelope("t", 404, br#"{"error":"not found","status":60001}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "hub t: HTTP 404 (hub status 60001: `not found`)"
+        );
+        // A 2xx status does not excuse a bad envelope, and a good envelope does not excuse a 5xx.
+        assert!(matches!(
+            open_envelope("t", 500, &env(json!("ok"), json!(0))),
+            Err(Error::HubStatus { status: 500, .. })
+        ));
+    }
+
+    #[test]
+    fn records_and_bodies() {
+        let s = HubSkill::from_record(
+            json!({"id": "u-1", "skill_id": "acme/pdf", "version": "1.2", "name": "pdf",
+                   "skill_md": "---\nname: pdf\n---\n\n# PDF\nFill forms.\n", "score_safety": 0.9}),
+            "acme/pdf",
+        );
+        assert_eq!(
+            (s.id.as_str(), s.slug.as_str(), s.version.as_str()),
+            ("u-1", "acme/pdf", "1.2")
+        );
+        assert_eq!(s.body().as_deref(), Some("# PDF\nFill forms."));
+        let s = HubSkill::from_record(json!({"name": "x"}), "asked");
+        assert_eq!(
+            (s.id.as_str(), s.slug.as_str(), s.version.as_str()),
+            ("asked", "asked", "v0")
+        );
+        assert_eq!(s.body(), None);
+        assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
+    }
+
+    #[test]
+    fn settings_follow_the_config() {
+        let s = crate::config::resolve(&crate::config::Layers::default()).unwrap();
+        assert_eq!(HubSettings::from_settings(&s, Path::new("/h")), None);
+        let s = crate::config::resolve(&crate::config::Layers {
+            env: vec![
+                (
+                    "SKILLSEARCH_HUB_ENDPOINT".into(),
+                    "http://127.0.0.1:9".into(),
+                ),
+                ("SKILLSEARCH_HUB_TIMEOUT_S".into(), "0.5".into()),
+            ],
+            ..Default::default()
+        })
+        .unwrap();
+        let h = HubSettings::from_settings(&s, Path::new("/h")).unwrap();
+        assert_eq!(h.timeout, Duration::from_millis(500));
+        assert_eq!(h.download_timeout, Duration::from_secs(30));
+        assert_eq!(h.cache_dir, PathBuf::from("/h/cache/hub"));
+        assert_eq!(
+            (h.min_safety, h.min_quality, h.weight, h.per_source_max),
+            (0.7, 0.45, 0.85, 2)
+        );
+        assert!(HubClient::new(&HubSettings::new("file:///etc", "/c")).is_err());
+    }
+}
