@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// How a key's value is checked.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +26,12 @@ pub enum Kind {
         max: f64,
     },
     Str,
+    /// A string never shown: `config show`, `Debug` and serialisation print `<redacted>`.
+    Secret,
+    /// `true` or `false` (from the environment also `1`/`0`, `yes`/`no`, `on`/`off`).
+    Bool,
+    /// A [`Kind::Bool`] that may also be `"auto"`: the engine decides.
+    AutoBool,
     Path,
     /// A list of paths; `:`-separated in the environment.
     Paths,
@@ -165,6 +172,137 @@ pub const KEYS: &[KeyDef] = &[
         default: "1.0",
         doc: "BM25 weight of the body.",
     },
+    KeyDef {
+        name: "model",
+        env: "SKILLSEARCH_MODEL",
+        kind: Kind::Str,
+        default: "\"\"",
+        doc: "Chat model id (OpenAI-compatible) for query rewriting and the skill gate. Empty: no model calls.",
+    },
+    KeyDef {
+        name: "model_base_url",
+        env: "SKILLSEARCH_MODEL_BASE_URL",
+        kind: Kind::Str,
+        default: "\"\"",
+        doc: "Base URL of the OpenAI-compatible chat endpoint, e.g. http://127.0.0.1:8000/v1 (POST <base>/chat/completions).",
+    },
+    KeyDef {
+        name: "model_api_key",
+        env: "SKILLSEARCH_MODEL_API_KEY",
+        kind: Kind::Secret,
+        default: "\"\"",
+        doc: "Bearer token for model_base_url. Never shown or logged. Empty: no Authorization header.",
+    },
+    KeyDef {
+        name: "model_timeout_s",
+        env: "SKILLSEARCH_MODEL_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.1,
+            max: 600.0,
+        },
+        default: "30.0",
+        doc: "Ceiling in seconds on any one model call (connect, send and read); a step's own shorter deadline wins.",
+    },
+    KeyDef {
+        name: "rewrite",
+        env: "SKILLSEARCH_REWRITE",
+        kind: Kind::Bool,
+        default: "true",
+        doc: "Let the model rewrite the query for retrieval before searching (needs model). Any failure searches the raw query.",
+    },
+    KeyDef {
+        name: "rewrite_timeout_s",
+        env: "SKILLSEARCH_REWRITE_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.1,
+            max: 120.0,
+        },
+        default: "5.0",
+        doc: "Deadline in seconds of the query rewrite; past it the raw query is searched.",
+    },
+    KeyDef {
+        name: "gate",
+        env: "SKILLSEARCH_GATE",
+        kind: Kind::AutoBool,
+        default: "\"auto\"",
+        doc: "Let the model pick which retrieved skills to inject (needs model). auto: on when a remote skill source is configured.",
+    },
+    KeyDef {
+        name: "gate_pool",
+        env: "SKILLSEARCH_GATE_POOL",
+        kind: Kind::Int { min: 1, max: 100 },
+        default: "10",
+        doc: "Candidates the gate is shown.",
+    },
+    KeyDef {
+        name: "max_select",
+        env: "SKILLSEARCH_MAX_SELECT",
+        kind: Kind::Int { min: 1, max: 50 },
+        default: "2",
+        doc: "Most skills the gate may select; on a gate failure the first max_select candidates are kept.",
+    },
+    KeyDef {
+        name: "gate_timeout_s",
+        env: "SKILLSEARCH_GATE_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.1,
+            max: 600.0,
+        },
+        default: "20.0",
+        doc: "Deadline in seconds of the gate call; past it the first max_select candidates are kept.",
+    },
+    KeyDef {
+        name: "gate_log_path",
+        env: "SKILLSEARCH_GATE_LOG_PATH",
+        kind: Kind::Path,
+        default: "\"\"",
+        doc: "Append one JSON line per successful gate decision to this file. Empty: off.",
+    },
+    KeyDef {
+        name: "embedding_base_url",
+        env: "SKILLSEARCH_EMBEDDING_BASE_URL",
+        kind: Kind::Str,
+        default: "\"\"",
+        doc: "Base URL of an OpenAI-compatible embeddings endpoint (POST <base>/embeddings). Empty: no remote embedder.",
+    },
+    KeyDef {
+        name: "embedding_model",
+        env: "SKILLSEARCH_EMBEDDING_MODEL",
+        kind: Kind::Str,
+        default: "\"\"",
+        doc: "Model id sent to embedding_base_url.",
+    },
+    KeyDef {
+        name: "embedding_api_key",
+        env: "SKILLSEARCH_EMBEDDING_API_KEY",
+        kind: Kind::Secret,
+        default: "\"\"",
+        doc: "Bearer token for embedding_base_url. Never shown or logged.",
+    },
+    KeyDef {
+        name: "embedding_dim",
+        env: "SKILLSEARCH_EMBEDDING_DIM",
+        kind: Kind::Int { min: 0, max: 65536 },
+        default: "0",
+        doc: "Dimension the remote embeddings must have. 0: learned from the first reply.",
+    },
+    KeyDef {
+        name: "embedding_batch",
+        env: "SKILLSEARCH_EMBEDDING_BATCH",
+        kind: Kind::Int { min: 1, max: 4096 },
+        default: "64",
+        doc: "Texts per remote embeddings request.",
+    },
+    KeyDef {
+        name: "embedding_timeout_s",
+        env: "SKILLSEARCH_EMBEDDING_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.1,
+            max: 600.0,
+        },
+        default: "10.0",
+        doc: "Deadline in seconds of each remote embeddings request (connect, send and read).",
+    },
 ];
 
 /// Environment variables that are ours but are not configuration keys.
@@ -228,9 +366,104 @@ pub struct Settings {
     pub name_weight: f32,
     pub description_weight: f32,
     pub body_weight: f32,
+    /// The chat model (`model*` keys).
+    pub llm: ModelSettings,
+    pub rewrite: bool,
+    pub rewrite_timeout: Duration,
+    /// `None`: auto (on when a remote skill source is configured).
+    pub gate: Option<bool>,
+    pub gate_pool: usize,
+    pub max_select: usize,
+    pub gate_timeout: Duration,
+    /// `None`: no gate decision log.
+    pub gate_log_path: Option<PathBuf>,
+    /// The remote embedder (`embedding_*` keys).
+    pub embedding: EmbeddingSettings,
     /// Every key's effective value (JSON) and its source, in table order.
     #[serde(skip)]
     pub effective: Vec<(&'static str, Value, Source)>,
+}
+
+/// A secret string (an API key). `Debug` and `Serialize` never show it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// What a secret is shown as.
+pub const REDACTED: &str = "<redacted>";
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            write!(f, "\"\"")
+        } else {
+            write!(f, "{REDACTED}")
+        }
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(if self.0.is_empty() { "" } else { REDACTED })
+    }
+}
+
+/// The OpenAI-compatible chat model.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelSettings {
+    /// Model id; empty: no model is configured.
+    pub model: String,
+    /// E.g. `http://127.0.0.1:8000/v1`.
+    pub base_url: String,
+    pub api_key: Secret,
+    /// Ceiling on any one call.
+    pub timeout: Duration,
+}
+
+impl ModelSettings {
+    /// A model is configured (id and endpoint both set).
+    pub fn is_configured(&self) -> bool {
+        !self.model.trim().is_empty() && !self.base_url.trim().is_empty()
+    }
+}
+
+/// The OpenAI-compatible embeddings endpoint.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmbeddingSettings {
+    /// Empty: no remote embedder.
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Secret,
+    /// `None`: learned from the first reply.
+    pub dim: Option<usize>,
+    pub batch: usize,
+    /// Deadline of each request.
+    pub timeout: Duration,
+}
+
+impl Settings {
+    /// Whether the query rewrite runs: a model is configured and `rewrite` is on.
+    pub fn rewrite_enabled(&self) -> bool {
+        self.llm.is_configured() && self.rewrite
+    }
+
+    /// Whether the gate runs: a model is configured and `gate` is on, or `auto` and a remote
+    /// skill source is configured.
+    pub fn gate_enabled(&self, remote_sources: bool) -> bool {
+        self.llm.is_configured() && self.gate.unwrap_or(remote_sources)
+    }
 }
 
 /// The delivery mode.
@@ -291,7 +524,9 @@ fn kind_text(kind: Kind) -> String {
         ),
         Kind::Int { min, max } => format!("a whole number from {min} to {max}"),
         Kind::Float { min, max } => format!("a number from {min} to {max}"),
-        Kind::Str => "a string".into(),
+        Kind::Str | Kind::Secret => "a string".into(),
+        Kind::Bool => "`true` or `false`".into(),
+        Kind::AutoBool => "`true`, `false` or `auto`".into(),
         Kind::Path => "a path".into(),
         Kind::Paths => "a list of paths".into(),
     }
@@ -313,8 +548,14 @@ fn check(def: &KeyDef, raw: Value, source: &Source) -> Result<Value, ConfigError
         ),
     };
     let shown = match &raw {
+        Value::String(_) if matches!(def.kind, Kind::Secret) => REDACTED.to_owned(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    };
+    let flag = |s: &str| match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
     };
     let from_string = matches!(source, Source::Env(_) | Source::Flag(_));
     match def.kind {
@@ -344,7 +585,18 @@ fn check(def: &KeyDef, raw: Value, source: &Source) -> Result<Value, ConfigError
                 _ => Err(bad(&shown)),
             }
         }
-        Kind::Str | Kind::Path => match raw {
+        Kind::Bool => match &raw {
+            Value::Bool(_) => Ok(raw),
+            Value::String(s) if from_string => flag(s).map(Value::Bool).ok_or_else(|| bad(&shown)),
+            _ => Err(bad(&shown)),
+        },
+        Kind::AutoBool => match &raw {
+            Value::Bool(_) => Ok(raw),
+            Value::String(s) if s.trim().eq_ignore_ascii_case("auto") => Ok(json!("auto")),
+            Value::String(s) if from_string => flag(s).map(Value::Bool).ok_or_else(|| bad(&shown)),
+            _ => Err(bad(&shown)),
+        },
+        Kind::Str | Kind::Secret | Kind::Path => match raw {
             Value::String(_) => Ok(raw),
             _ => Err(bad(&shown)),
         },
@@ -465,6 +717,8 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
     let text = |k: &str| get(k).as_str().unwrap_or_default().to_owned();
     let int = |k: &str| get(k).as_i64().unwrap_or(0);
     let float = |k: &str| get(k).as_f64().unwrap_or(0.0) as f32;
+    let secs = |k: &str| Duration::from_secs_f64(get(k).as_f64().unwrap_or(0.0));
+    let boolean = |k: &str| get(k).as_bool().unwrap_or(false);
     let log = text("log_path");
     let paths = |k: &str| -> Vec<PathBuf> {
         get(k)
@@ -502,12 +756,39 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         name_weight: float("name_weight"),
         description_weight: float("description_weight"),
         body_weight: float("body_weight"),
+        llm: ModelSettings {
+            model: text("model").trim().to_owned(),
+            base_url: text("model_base_url").trim().to_owned(),
+            api_key: Secret::new(text("model_api_key").trim()),
+            timeout: secs("model_timeout_s"),
+        },
+        rewrite: boolean("rewrite"),
+        rewrite_timeout: secs("rewrite_timeout_s"),
+        gate: get("gate").as_bool(),
+        gate_pool: int("gate_pool") as usize,
+        max_select: int("max_select") as usize,
+        gate_timeout: secs("gate_timeout_s"),
+        gate_log_path: Some(text("gate_log_path"))
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from),
+        embedding: EmbeddingSettings {
+            base_url: text("embedding_base_url").trim().to_owned(),
+            model: text("embedding_model").trim().to_owned(),
+            api_key: Secret::new(text("embedding_api_key").trim()),
+            dim: Some(int("embedding_dim") as usize).filter(|d| *d > 0),
+            batch: int("embedding_batch") as usize,
+            timeout: secs("embedding_timeout_s"),
+        },
         effective: KEYS
             .iter()
             .map(|d| {
-                let (v, s) = values
+                let (mut v, s) = values
                     .remove(d.name)
                     .unwrap_or((Value::Null, Source::Default));
+                // `config show` prints these: a secret never leaves as itself.
+                if matches!(d.kind, Kind::Secret) && v.as_str().is_some_and(|s| !s.is_empty()) {
+                    v = json!(REDACTED);
+                }
                 (d.name, v, s)
             })
             .collect(),
@@ -523,7 +804,9 @@ pub fn schema() -> Value {
             Kind::Enum(opts) => json!({"type": "string", "enum": opts}),
             Kind::Int { min, max } => json!({"type": "integer", "minimum": min, "maximum": max}),
             Kind::Float { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
-            Kind::Str | Kind::Path => json!({"type": "string"}),
+            Kind::Str | Kind::Secret | Kind::Path => json!({"type": "string"}),
+            Kind::Bool => json!({"type": "boolean"}),
+            Kind::AutoBool => json!({"type": ["boolean", "string"], "enum": [true, false, "auto"]}),
             Kind::Paths => json!({"type": "array", "items": {"type": "string"}}),
         };
         p["default"] = default;
