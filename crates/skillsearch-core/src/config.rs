@@ -943,4 +943,78 @@ mod tests {
             assert!(props.contains_key(def.name), "{}", def.name);
         }
     }
+
+    #[test]
+    fn model_gate_and_embedding_keys() {
+        let s = resolve(&Layers::default()).unwrap();
+        assert!(!s.llm.is_configured());
+        assert!(s.rewrite && s.gate.is_none());
+        assert_eq!((s.gate_pool, s.max_select), (10, 2));
+        assert_eq!(
+            (s.rewrite_timeout, s.gate_timeout, s.llm.timeout),
+            (
+                Duration::from_secs(5),
+                Duration::from_secs(20),
+                Duration::from_secs(30)
+            )
+        );
+        assert_eq!((s.embedding.dim, s.embedding.batch), (None, 64));
+        assert!(!s.rewrite_enabled() && !s.gate_enabled(true));
+        let mut l = file(
+            "model = \"m\"\nmodel_base_url = \"http://127.0.0.1:1/v1\"\nrewrite = false\ngate = \"auto\"\nembedding_dim = 384\ngate_log_path = \"/tmp/g.jsonl\"\n",
+        );
+        l.env = vec![
+            ("SKILLSEARCH_MODEL_API_KEY".into(), "sk-secret".into()),
+            ("SKILLSEARCH_EMBEDDING_API_KEY".into(), "sk-emb".into()),
+            ("SKILLSEARCH_GATE".into(), "on".into()),
+            ("SKILLSEARCH_GATE_TIMEOUT_S".into(), "2.5".into()),
+        ];
+        let s = resolve(&l).unwrap();
+        assert_eq!(s.llm.api_key.expose(), "sk-secret");
+        assert_eq!(s.embedding.api_key.expose(), "sk-emb");
+        assert_eq!(s.gate, Some(true));
+        assert!(!s.rewrite_enabled() && s.gate_enabled(false));
+        assert_eq!(s.gate_timeout, Duration::from_millis(2500));
+        assert_eq!(s.embedding.dim, Some(384));
+        assert_eq!(s.gate_log_path, Some(PathBuf::from("/tmp/g.jsonl")));
+        // `config show` (effective), Debug and Serialize never carry a key.
+        let shown = format!(
+            "{:?} {:?} {}",
+            s.effective,
+            s,
+            serde_json::to_string(&s).unwrap()
+        );
+        assert!(
+            !shown.contains("sk-secret") && !shown.contains("sk-emb"),
+            "{shown}"
+        );
+        let v = |k: &str| s.effective.iter().find(|e| e.0 == k).unwrap().1.clone();
+        assert_eq!(v("model_api_key"), json!(REDACTED));
+        assert_eq!(v("gate"), json!(true));
+        // gate: true/false/auto from a file; anything else names the accepted values.
+        assert_eq!(resolve(&file("gate = false")).unwrap().gate, Some(false));
+        assert_eq!(resolve(&file("gate = \"AUTO\"")).unwrap().gate, None);
+        let e = resolve(&file("gate = \"maybe\"")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "config key `gate` (/cfg/config.toml): `maybe` is not `true`, `false` or `auto`"
+        );
+        let e = resolve(&file("rewrite = \"yes\"")).unwrap_err();
+        assert!(
+            e.message.contains("`yes` is not `true` or `false`"),
+            "{}",
+            e.message
+        );
+        let e = resolve(&Layers {
+            env: vec![("SKILLSEARCH_REWRITE".into(), "perhaps".into())],
+            ..Layers::default()
+        })
+        .unwrap_err();
+        assert!(e.message.contains("SKILLSEARCH_REWRITE"), "{}", e.message);
+        // A bad secret is reported without its value.
+        let e = resolve(&file("model_api_key = 42")).unwrap_err();
+        assert!(e.message.contains("`42` is not a string"), "{}", e.message);
+        let e = resolve(&file("max_select = 0")).unwrap_err();
+        assert!(e.message.contains("from 1 to 50"), "{}", e.message);
+    }
 }
