@@ -43,6 +43,9 @@ enum Reply {
 
 type Handler = dyn Fn(&Req) -> Reply + Send + Sync;
 
+/// A fixed answer for a fault case.
+type Responder = fn(&Req) -> Reply;
+
 struct Fake {
     base: String,
     seen: Arc<Mutex<Vec<Req>>>,
@@ -458,7 +461,7 @@ fn rewrite_cuts_long_queries_and_skips_empty_ones() {
 #[test]
 fn rewrite_fails_open_with_the_reason() {
     let q = "find the flaky test";
-    let cases: Vec<(fn(&Req) -> Reply, &str)> = vec![
+    let cases: Vec<(Responder, &str)> = vec![
         (
             |_| Reply::Body(200, "garbage".into()),
             "bad reply: not JSON",
@@ -685,7 +688,7 @@ fn gate_ignores_unknown_ids_caps_and_accepts_an_empty_choice() {
 
 #[test]
 fn gate_fails_open_to_the_first_candidates_with_the_reason() {
-    let cases: Vec<(fn(&Req) -> Reply, &str)> = vec![
+    let cases: Vec<(Responder, &str)> = vec![
         (|_| Reply::Body(200, "garbage".into()), "not JSON"),
         (|_| chat("no idea"), "holds no JSON object"),
         (|_| chat(""), "empty reply"),

@@ -223,11 +223,11 @@ pub fn gate(
         tracing::warn!(error = %e, elapsed_ms = out.elapsed_ms, kept = ?out.selected_ids, "skill gate failed; keeping the first candidates");
     } else {
         tracing::debug!(selected = ?out.selected_ids, unknown = ?out.unknown_ids, elapsed_ms = out.elapsed_ms, "skill gate");
-        if let Some(path) = &opts.log_path {
-            if let Err(e) = append_log(path, task, candidates, &out) {
-                tracing::debug!(error = %e, path = %path.display(), "gate log not written");
-                out.log_error = Some(format!("{}: {e}", path.display()));
-            }
+        if let Some(path) = &opts.log_path
+            && let Err(e) = append_log(path, task, candidates, &out)
+        {
+            tracing::debug!(error = %e, path = %path.display(), "gate log not written");
+            out.log_error = Some(format!("{}: {e}", path.display()));
         }
     }
     out
