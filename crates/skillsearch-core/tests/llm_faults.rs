@@ -391,6 +391,34 @@ fn embeddings_with_wrong_shapes_or_values_are_named_errors() {
 }
 
 #[test]
+fn https_works_offline_and_a_non_tls_server_is_a_handshake_error() {
+    // The rustls provider and the bundled roots need nothing from the network or the system.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\nnot tls at all");
+        }
+    });
+    let start = Instant::now();
+    let err = embedder(
+        &format!("https://{addr}/v1"),
+        None,
+        64,
+        Duration::from_secs(3),
+    )
+    .embed(&["x"])
+    .unwrap_err()
+    .to_string();
+    within(start, Duration::from_secs(3));
+    assert!(
+        err.starts_with(&format!("https://{addr}/v1/embeddings: ")),
+        "{err}"
+    );
+    assert!(!err.contains("no complete reply"), "{err}");
+}
+
+#[test]
 fn an_empty_text_list_makes_no_request() {
     let fake = Fake::start(|r| vectors(r, |_| json!([1.0])));
     let v = embedder(&fake.base, None, 64, Duration::from_secs(5))
