@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// How a key's value is checked.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +26,10 @@ pub enum Kind {
         max: f64,
     },
     Str,
+    /// `true` or `false` (from the environment also `1`/`0`, `yes`/`no`, `on`/`off`).
+    Bool,
+    /// A [`Kind::Bool`] that may also be `"auto"`: the engine decides.
+    AutoBool,
     Path,
     /// A list of paths; `:`-separated in the environment.
     Paths,
@@ -178,10 +183,10 @@ pub const KEYS: &[KeyDef] = &[
     },
     KeyDef {
         name: "embedding_model_dir",
-        env: "SKILLSEARCH_MODEL_DIR",
+        env: "SKILLSEARCH_EMBEDDING_MODEL_DIR",
         kind: Kind::Path,
         default: "\"\"",
-        doc: "Sentence model directory in the Hugging Face layout (config.json, tokenizer.json, model.safetensors), e.g. all-MiniLM-L6-v2. Empty: the first model under <home>/models/ (see `skillsearch models add`). Nothing is ever downloaded. In TOML also `[embedding] model_dir`.",
+        doc: "Sentence model directory in the Hugging Face layout (config.json, tokenizer.json, model.safetensors), e.g. all-MiniLM-L6-v2. Empty: the first model under <home>/models/ (see `skillsearch models add`). Nothing is ever downloaded. In TOML also `[embedding] model_dir`; in the environment also SKILLSEARCH_MODEL_DIR.",
     },
     KeyDef {
         name: "rrf_k",
@@ -271,6 +276,137 @@ pub const KEYS: &[KeyDef] = &[
         default: "2",
         doc: "Most hits one source (the local index, the hub) contributes to a turn.",
     },
+    KeyDef {
+        name: "model",
+        env: "SKILLSEARCH_MODEL",
+        kind: Kind::Str,
+        default: "\"\"",
+        doc: "Chat model id (OpenAI-compatible) for query rewriting and the skill gate. Empty: no model calls.",
+    },
+    KeyDef {
+        name: "model_base_url",
+        env: "SKILLSEARCH_MODEL_BASE_URL",
+        kind: Kind::Str,
+        default: "\"\"",
+        doc: "Base URL of the OpenAI-compatible chat endpoint, e.g. http://127.0.0.1:8000/v1 (POST <base>/chat/completions).",
+    },
+    KeyDef {
+        name: "model_api_key",
+        env: "SKILLSEARCH_MODEL_API_KEY",
+        kind: Kind::Secret,
+        default: "\"\"",
+        doc: "Bearer token for model_base_url. Never shown or logged. Empty: no Authorization header.",
+    },
+    KeyDef {
+        name: "model_timeout_s",
+        env: "SKILLSEARCH_MODEL_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.1,
+            max: 600.0,
+        },
+        default: "30.0",
+        doc: "Ceiling in seconds on any one model call (connect, send and read); a step's own shorter deadline wins.",
+    },
+    KeyDef {
+        name: "rewrite",
+        env: "SKILLSEARCH_REWRITE",
+        kind: Kind::Bool,
+        default: "true",
+        doc: "Let the model rewrite the query for retrieval before searching (needs model). Any failure searches the raw query.",
+    },
+    KeyDef {
+        name: "rewrite_timeout_s",
+        env: "SKILLSEARCH_REWRITE_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.1,
+            max: 120.0,
+        },
+        default: "5.0",
+        doc: "Deadline in seconds of the query rewrite; past it the raw query is searched.",
+    },
+    KeyDef {
+        name: "gate",
+        env: "SKILLSEARCH_GATE",
+        kind: Kind::AutoBool,
+        default: "\"auto\"",
+        doc: "Let the model pick which retrieved skills to inject (needs model). auto: on when a remote skill source is configured.",
+    },
+    KeyDef {
+        name: "gate_pool",
+        env: "SKILLSEARCH_GATE_POOL",
+        kind: Kind::Int { min: 1, max: 100 },
+        default: "10",
+        doc: "Candidates the gate is shown.",
+    },
+    KeyDef {
+        name: "max_select",
+        env: "SKILLSEARCH_MAX_SELECT",
+        kind: Kind::Int { min: 1, max: 50 },
+        default: "2",
+        doc: "Most skills the gate may select; on a gate failure the first max_select candidates are kept.",
+    },
+    KeyDef {
+        name: "gate_timeout_s",
+        env: "SKILLSEARCH_GATE_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.1,
+            max: 600.0,
+        },
+        default: "20.0",
+        doc: "Deadline in seconds of the gate call; past it the first max_select candidates are kept.",
+    },
+    KeyDef {
+        name: "gate_log_path",
+        env: "SKILLSEARCH_GATE_LOG_PATH",
+        kind: Kind::Path,
+        default: "\"\"",
+        doc: "Append one JSON line per successful gate decision to this file. Empty: off.",
+    },
+    KeyDef {
+        name: "embedding_base_url",
+        env: "SKILLSEARCH_EMBEDDING_BASE_URL",
+        kind: Kind::Str,
+        default: "\"\"",
+        doc: "Base URL of an OpenAI-compatible embeddings endpoint (POST <base>/embeddings). Empty: no remote embedder.",
+    },
+    KeyDef {
+        name: "embedding_model",
+        env: "SKILLSEARCH_EMBEDDING_MODEL",
+        kind: Kind::Str,
+        default: "\"\"",
+        doc: "Model id sent to embedding_base_url.",
+    },
+    KeyDef {
+        name: "embedding_api_key",
+        env: "SKILLSEARCH_EMBEDDING_API_KEY",
+        kind: Kind::Secret,
+        default: "\"\"",
+        doc: "Bearer token for embedding_base_url. Never shown or logged.",
+    },
+    KeyDef {
+        name: "embedding_dim",
+        env: "SKILLSEARCH_EMBEDDING_DIM",
+        kind: Kind::Int { min: 0, max: 65536 },
+        default: "0",
+        doc: "Dimension the remote embeddings must have. 0: learned from the first reply.",
+    },
+    KeyDef {
+        name: "embedding_batch",
+        env: "SKILLSEARCH_EMBEDDING_BATCH",
+        kind: Kind::Int { min: 1, max: 4096 },
+        default: "64",
+        doc: "Texts per remote embeddings request.",
+    },
+    KeyDef {
+        name: "embedding_timeout_s",
+        env: "SKILLSEARCH_EMBEDDING_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.1,
+            max: 600.0,
+        },
+        default: "10.0",
+        doc: "Deadline in seconds of each remote embeddings request (connect, send and read).",
+    },
 ];
 
 /// What `config show` and errors print instead of a secret.
@@ -317,6 +453,10 @@ impl Serialize for Secret {
         s.serialize_str(self.shown())
     }
 }
+
+/// Other spellings of a key's environment variable (alias, the key's own).
+pub const ENV_ALIASES: &[(&str, &str)] =
+    &[("SKILLSEARCH_MODEL_DIR", "SKILLSEARCH_EMBEDDING_MODEL_DIR")];
 
 /// Environment variables that are ours but are not configuration keys.
 pub const OTHER_ENV: &[&str] = &["SKILLSEARCH_HOME", "SKILLSEARCH_CONFIG", "SKILLSEARCH_LOG"];
@@ -393,9 +533,68 @@ pub struct Settings {
     pub hub_min_safety: f64,
     pub weight_hub: f32,
     pub per_source_max: usize,
+    /// The chat model (`model*` keys).
+    pub llm: ModelSettings,
+    pub rewrite: bool,
+    pub rewrite_timeout: Duration,
+    /// `None`: auto (on when a remote skill source is configured).
+    pub gate: Option<bool>,
+    pub gate_pool: usize,
+    pub max_select: usize,
+    pub gate_timeout: Duration,
+    /// `None`: no gate decision log.
+    pub gate_log_path: Option<PathBuf>,
+    /// The remote embedder (`embedding_*` keys).
+    pub embedding: EmbeddingSettings,
     /// Every key's effective value (JSON) and its source, in table order.
     #[serde(skip)]
     pub effective: Vec<(&'static str, Value, Source)>,
+}
+
+/// The OpenAI-compatible chat model.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelSettings {
+    /// Model id; empty: no model is configured.
+    pub model: String,
+    /// E.g. `http://127.0.0.1:8000/v1`.
+    pub base_url: String,
+    pub api_key: Secret,
+    /// Ceiling on any one call.
+    pub timeout: Duration,
+}
+
+impl ModelSettings {
+    /// A model is configured (id and endpoint both set).
+    pub fn is_configured(&self) -> bool {
+        !self.model.trim().is_empty() && !self.base_url.trim().is_empty()
+    }
+}
+
+/// The OpenAI-compatible embeddings endpoint.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmbeddingSettings {
+    /// Empty: no remote embedder.
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Secret,
+    /// `None`: learned from the first reply.
+    pub dim: Option<usize>,
+    pub batch: usize,
+    /// Deadline of each request.
+    pub timeout: Duration,
+}
+
+impl Settings {
+    /// Whether the query rewrite runs: a model is configured and `rewrite` is on.
+    pub fn rewrite_enabled(&self) -> bool {
+        self.llm.is_configured() && self.rewrite
+    }
+
+    /// Whether the gate runs: a model is configured and `gate` is on, or `auto` and a remote
+    /// skill source is configured.
+    pub fn gate_enabled(&self, remote_sources: bool) -> bool {
+        self.llm.is_configured() && self.gate.unwrap_or(remote_sources)
+    }
 }
 
 /// The delivery mode.
@@ -456,11 +655,12 @@ fn kind_text(kind: Kind) -> String {
         ),
         Kind::Int { min, max } => format!("a whole number from {min} to {max}"),
         Kind::Float { min, max } => format!("a number from {min} to {max}"),
-        Kind::Str => "a string".into(),
+        Kind::Str | Kind::Secret => "a string".into(),
+        Kind::Bool => "`true` or `false`".into(),
+        Kind::AutoBool => "`true`, `false` or `auto`".into(),
         Kind::Path => "a path".into(),
         Kind::Paths => "a list of paths".into(),
         Kind::Url => "an http:// or https:// URL, or empty".into(),
-        Kind::Secret => "a string".into(),
     }
 }
 
@@ -483,6 +683,11 @@ fn check(def: &KeyDef, raw: Value, source: &Source) -> Result<Value, ConfigError
         _ if matches!(def.kind, Kind::Secret) => REDACTED.to_owned(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    };
+    let flag = |s: &str| match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
     };
     let from_string = matches!(source, Source::Env(_) | Source::Flag(_));
     match def.kind {
@@ -512,7 +717,18 @@ fn check(def: &KeyDef, raw: Value, source: &Source) -> Result<Value, ConfigError
                 _ => Err(bad(&shown)),
             }
         }
-        Kind::Str | Kind::Path | Kind::Secret => match raw {
+        Kind::Bool => match &raw {
+            Value::Bool(_) => Ok(raw),
+            Value::String(s) if from_string => flag(s).map(Value::Bool).ok_or_else(|| bad(&shown)),
+            _ => Err(bad(&shown)),
+        },
+        Kind::AutoBool => match &raw {
+            Value::Bool(_) => Ok(raw),
+            Value::String(s) if s.trim().eq_ignore_ascii_case("auto") => Ok(json!("auto")),
+            Value::String(s) if from_string => flag(s).map(Value::Bool).ok_or_else(|| bad(&shown)),
+            _ => Err(bad(&shown)),
+        },
+        Kind::Str | Kind::Secret | Kind::Path => match raw {
             Value::String(_) => Ok(raw),
             _ => Err(bad(&shown)),
         },
@@ -623,7 +839,11 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         if OTHER_ENV.contains(&name.as_str()) {
             continue;
         }
-        let Some(def) = KEYS.iter().find(|k| k.env == name) else {
+        let key_env = ENV_ALIASES
+            .iter()
+            .find(|(alias, _)| alias == name)
+            .map_or(name.as_str(), |(_, env)| *env);
+        let Some(def) = KEYS.iter().find(|k| k.env == key_env) else {
             return Err(ConfigError {
                 key: name.clone(),
                 origin: format!("environment {name}"),
@@ -660,6 +880,8 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
     let text = |k: &str| get(k).as_str().unwrap_or_default().to_owned();
     let int = |k: &str| get(k).as_i64().unwrap_or(0);
     let float = |k: &str| get(k).as_f64().unwrap_or(0.0) as f32;
+    let secs = |k: &str| Duration::from_secs_f64(get(k).as_f64().unwrap_or(0.0));
+    let boolean = |k: &str| get(k).as_bool().unwrap_or(false);
     let log = text("log_path");
     let paths = |k: &str| -> Vec<PathBuf> {
         get(k)
@@ -711,6 +933,29 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         hub_min_safety: get("hub_min_safety").as_f64().unwrap_or(0.0),
         weight_hub: float("weight_hub"),
         per_source_max: int("per_source_max") as usize,
+        llm: ModelSettings {
+            model: text("model").trim().to_owned(),
+            base_url: text("model_base_url").trim().to_owned(),
+            api_key: Secret::new(text("model_api_key").trim()),
+            timeout: secs("model_timeout_s"),
+        },
+        rewrite: boolean("rewrite"),
+        rewrite_timeout: secs("rewrite_timeout_s"),
+        gate: get("gate").as_bool(),
+        gate_pool: int("gate_pool") as usize,
+        max_select: int("max_select") as usize,
+        gate_timeout: secs("gate_timeout_s"),
+        gate_log_path: Some(text("gate_log_path"))
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from),
+        embedding: EmbeddingSettings {
+            base_url: text("embedding_base_url").trim().to_owned(),
+            model: text("embedding_model").trim().to_owned(),
+            api_key: Secret::new(text("embedding_api_key").trim()),
+            dim: Some(int("embedding_dim") as usize).filter(|d| *d > 0),
+            batch: int("embedding_batch") as usize,
+            timeout: secs("embedding_timeout_s"),
+        },
         effective: KEYS
             .iter()
             .map(|d| {
@@ -741,6 +986,8 @@ pub fn schema() -> Value {
             Kind::Str | Kind::Path => json!({"type": "string"}),
             Kind::Url => json!({"type": "string", "pattern": "^(https?://\\S+)?$"}),
             Kind::Secret => json!({"type": "string", "writeOnly": true}),
+            Kind::Bool => json!({"type": "boolean"}),
+            Kind::AutoBool => json!({"type": ["boolean", "string"], "enum": [true, false, "auto"]}),
             Kind::Paths => json!({"type": "array", "items": {"type": "string"}}),
         };
         p["default"] = default;
@@ -946,5 +1193,100 @@ mod tests {
         for def in KEYS {
             assert!(props.contains_key(def.name), "{}", def.name);
         }
+    }
+
+    #[test]
+    fn model_gate_and_embedding_keys() {
+        let s = resolve(&Layers::default()).unwrap();
+        assert!(!s.llm.is_configured());
+        assert!(s.rewrite && s.gate.is_none());
+        assert_eq!((s.gate_pool, s.max_select), (10, 2));
+        assert_eq!(
+            (s.rewrite_timeout, s.gate_timeout, s.llm.timeout),
+            (
+                Duration::from_secs(5),
+                Duration::from_secs(20),
+                Duration::from_secs(30)
+            )
+        );
+        assert_eq!((s.embedding.dim, s.embedding.batch), (None, 64));
+        assert!(!s.rewrite_enabled() && !s.gate_enabled(true));
+        let mut l = file(
+            "model = \"m\"\nmodel_base_url = \"http://127.0.0.1:1/v1\"\nrewrite = false\ngate = \"auto\"\nembedding_dim = 384\ngate_log_path = \"/tmp/g.jsonl\"\n",
+        );
+        l.env = vec![
+            ("SKILLSEARCH_MODEL_API_KEY".into(), "sk-secret".into()),
+            ("SKILLSEARCH_EMBEDDING_API_KEY".into(), "sk-emb".into()),
+            ("SKILLSEARCH_GATE".into(), "on".into()),
+            ("SKILLSEARCH_GATE_TIMEOUT_S".into(), "2.5".into()),
+        ];
+        let s = resolve(&l).unwrap();
+        assert_eq!(s.llm.api_key.expose(), "sk-secret");
+        assert_eq!(s.embedding.api_key.expose(), "sk-emb");
+        assert_eq!(s.gate, Some(true));
+        assert!(!s.rewrite_enabled() && s.gate_enabled(false));
+        assert_eq!(s.gate_timeout, Duration::from_millis(2500));
+        assert_eq!(s.embedding.dim, Some(384));
+        assert_eq!(s.gate_log_path, Some(PathBuf::from("/tmp/g.jsonl")));
+        // `config show` (effective), Debug and Serialize never carry a key.
+        let shown = format!(
+            "{:?} {:?} {}",
+            s.effective,
+            s,
+            serde_json::to_string(&s).unwrap()
+        );
+        assert!(
+            !shown.contains("sk-secret") && !shown.contains("sk-emb"),
+            "{shown}"
+        );
+        let v = |k: &str| s.effective.iter().find(|e| e.0 == k).unwrap().1.clone();
+        assert_eq!(v("model_api_key"), json!(REDACTED));
+        assert_eq!(v("gate"), json!(true));
+        // gate: true/false/auto from a file; anything else names the accepted values.
+        assert_eq!(resolve(&file("gate = false")).unwrap().gate, Some(false));
+        assert_eq!(resolve(&file("gate = \"AUTO\"")).unwrap().gate, None);
+        let e = resolve(&file("gate = \"maybe\"")).unwrap_err();
+        assert_eq!(
+            e.message,
+            "config key `gate` (/cfg/config.toml): `maybe` is not `true`, `false` or `auto`"
+        );
+        let e = resolve(&file("rewrite = \"yes\"")).unwrap_err();
+        assert!(
+            e.message.contains("`yes` is not `true` or `false`"),
+            "{}",
+            e.message
+        );
+        let e = resolve(&Layers {
+            env: vec![("SKILLSEARCH_REWRITE".into(), "perhaps".into())],
+            ..Layers::default()
+        })
+        .unwrap_err();
+        assert!(e.message.contains("SKILLSEARCH_REWRITE"), "{}", e.message);
+        // A bad secret is reported without its value.
+        let e = resolve(&file("model_api_key = 42")).unwrap_err();
+        assert!(e.message.contains("is not a string"), "{}", e.message);
+        assert!(!e.message.contains("42"), "{}", e.message);
+        let e = resolve(&file("max_select = 0")).unwrap_err();
+        assert!(e.message.contains("from 1 to 50"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_model_dir_has_a_short_environment_spelling_and_an_embedding_section() {
+        let s = resolve(&Layers {
+            env: vec![("SKILLSEARCH_MODEL_DIR".into(), "/m/minilm".into())],
+            ..Layers::default()
+        })
+        .unwrap();
+        assert_eq!(s.embedding_model_dir, Some(PathBuf::from("/m/minilm")));
+        let s = resolve(&file(
+            "retriever = \"semantic\"\n[embedding]\nmodel_dir = \"/x\"\n",
+        ))
+        .unwrap();
+        assert_eq!(s.embedding_model_dir, Some(PathBuf::from("/x")));
+        assert_eq!(s.retriever, crate::search::Retriever::Semantic);
+        let e = resolve(&file("retriever = \"hybird\"")).unwrap_err();
+        assert!(e.message.contains("did you mean `hybrid`"), "{}", e.message);
+        let e = resolve(&file("[embedding]\nmodel_dri = \"/x\"\n")).unwrap_err();
+        assert!(e.message.contains("embedding_model_dir"), "{}", e.message);
     }
 }

@@ -201,6 +201,23 @@ impl Embedder for LocalEmbedder {
     }
 }
 
+/// Scales `v` to unit length. Returns false (and leaves `v` alone) when its norm is zero or not
+/// finite, so such a vector can be reported instead of silently kept.
+pub fn l2_normalise(v: &mut [f32]) -> bool {
+    let norm = v
+        .iter()
+        .map(|x| f64::from(*x) * f64::from(*x))
+        .sum::<f64>()
+        .sqrt();
+    if !norm.is_finite() || norm == 0.0 {
+        return false;
+    }
+    for x in v.iter_mut() {
+        *x = (f64::from(*x) / norm) as f32;
+    }
+    true
+}
+
 /// Cosine of two unit vectors.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
@@ -209,6 +226,16 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normalises_to_unit_length_and_refuses_zero_vectors() {
+        let mut v = vec![3.0, 4.0];
+        assert!(l2_normalise(&mut v));
+        assert_eq!(v, [0.6, 0.8]);
+        let mut z = vec![0.0, 0.0];
+        assert!(!l2_normalise(&mut z));
+        assert_eq!(z, [0.0, 0.0]);
+    }
 
     #[test]
     fn a_directory_without_the_model_files_is_named_with_what_is_missing() {

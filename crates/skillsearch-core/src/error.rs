@@ -65,6 +65,15 @@ pub enum Error {
     /// The bundle is not a usable zip (corrupt, encrypted, unsupported method, no `SKILL.md`).
     #[error("bundle `{bundle}`: {message}; nothing was installed")]
     BundleInvalid { bundle: String, message: String },
+    /// A model or embeddings endpoint could not be reached or answered with an HTTP error.
+    #[error("{url}: {message}")]
+    Http { url: String, message: String },
+    /// A model or embeddings call passed its deadline.
+    #[error("{url}: no complete reply within {ms} ms")]
+    Timeout { url: String, ms: u64 },
+    /// An endpoint answered, but the reply is not what was asked for.
+    #[error("{url}: bad reply: {message}")]
+    Reply { url: String, message: String },
 }
 
 impl Error {

@@ -19,6 +19,7 @@ pub mod fusion;
 pub mod gate;
 pub mod hub;
 pub mod index;
+pub mod llm;
 pub mod plan;
 pub mod relevance;
 pub mod render;
@@ -30,6 +31,7 @@ pub mod tools;
 
 pub use corpus::{Root, Roots};
 pub use diagnostic::{Diagnostic, Severity};
+pub use embed::Embedder;
 pub use error::{Error, Result};
 pub use gate::GateEnv;
 pub use hub::{HubClient, HubSettings, HubSource};

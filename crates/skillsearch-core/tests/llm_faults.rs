@@ -1,0 +1,838 @@
+//! The model and embeddings clients against a fake OpenAI-compatible server on 127.0.0.1: every
+//! fault (down, slow, HTTP 500, garbage, wrong shapes) ends in a fail-open result and an error
+//! that says what failed, within the deadline. Also the rewrite and gate prompts' golden files.
+//! `UPDATE_GOLDEN=1 cargo test` rewrites the golden files after a deliberate change.
+
+use serde_json::{Value, json};
+use skillsearch_core::Embedder;
+use skillsearch_core::config::{EmbeddingSettings, ModelSettings, Secret};
+use skillsearch_core::llm::{self, ChatClient, GateCandidate, GateOptions, RemoteEmbedder};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One request the fake server received.
+#[derive(Debug, Clone)]
+struct Req {
+    path: String,
+    /// Header names lower-cased.
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Req {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What the fake server answers.
+enum Reply {
+    /// Status and body.
+    Body(u16, String),
+    /// Waits, then answers.
+    Late(Duration, Box<Reply>),
+    /// Sends the headers and half the body, then stalls.
+    Stall(Duration),
+}
+
+type Handler = dyn Fn(&Req) -> Reply + Send + Sync;
+
+/// A fixed answer for a fault case.
+type Responder = fn(&Req) -> Reply;
+
+struct Fake {
+    base: String,
+    seen: Arc<Mutex<Vec<Req>>>,
+}
+
+impl Fake {
+    fn start(handler: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> Fake {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}/v1", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let handler: Arc<Handler> = Arc::new(handler);
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (handler, log) = (handler.clone(), log.clone());
+                std::thread::spawn(move || {
+                    let _ = serve_one(stream, &*handler, &log);
+                });
+            }
+        });
+        Fake { base, seen }
+    }
+
+    fn requests(&self) -> Vec<Req> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve_one(
+    mut stream: TcpStream,
+    handler: &Handler,
+    log: &Mutex<Vec<Req>>,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h)?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
+        }
+    }
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body)?;
+    let req = Req {
+        path,
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    log.lock().unwrap().push(req.clone());
+    let mut reply = handler(&req);
+    loop {
+        match reply {
+            Reply::Late(d, r) => {
+                std::thread::sleep(d);
+                reply = *r;
+            }
+            Reply::Stall(d) => {
+                let body = r#"{"data": [{"index": 0, "embedding": [0.1,"#;
+                write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len() + 100
+                )?;
+                stream.flush()?;
+                std::thread::sleep(d);
+                return Ok(());
+            }
+            Reply::Body(status, body) => {
+                write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )?;
+                return stream.flush();
+            }
+        }
+    }
+}
+
+/// A chat completion whose message is `content`.
+fn chat(content: &str) -> Reply {
+    Reply::Body(
+        200,
+        json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]})
+            .to_string(),
+    )
+}
+
+/// Embeddings: one vector per input, `f(i)` for input i, listed in reverse index order.
+fn vectors(req: &Req, f: impl Fn(usize) -> Value) -> Reply {
+    let n = req.body["input"].as_array().map_or(0, Vec::len);
+    let data: Vec<Value> = (0..n)
+        .rev()
+        .map(|i| json!({"object": "embedding", "index": i, "embedding": f(i)}))
+        .collect();
+    Reply::Body(200, json!({"object": "list", "data": data}).to_string())
+}
+
+const KEY: &str = "sk-test-0123456789";
+
+fn client(base: &str) -> ChatClient {
+    ChatClient::from_config(&ModelSettings {
+        model: "test-model".into(),
+        base_url: base.into(),
+        api_key: Secret::new(KEY),
+        timeout: Duration::from_secs(30),
+    })
+    .unwrap()
+}
+
+fn embedder(base: &str, dim: Option<usize>, batch: usize, timeout: Duration) -> RemoteEmbedder {
+    RemoteEmbedder::new(&EmbeddingSettings {
+        base_url: base.into(),
+        model: "emb".into(),
+        api_key: Secret::new(KEY),
+        dim,
+        batch,
+        timeout,
+    })
+    .unwrap()
+}
+
+/// A base URL where nothing listens.
+fn dead_base() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    format!("http://{addr}/v1")
+}
+
+fn cands() -> Vec<GateCandidate> {
+    ["pdf/extract-tables", "git/rebase", "k8s/deploy"]
+        .iter()
+        .map(|id| GateCandidate {
+            qualified_id: (*id).into(),
+            description: format!("About {id}"),
+            body: format!("Steps for {id}."),
+        })
+        .collect()
+}
+
+fn gate_opts(deadline: Duration) -> GateOptions {
+    GateOptions {
+        max_select: 2,
+        deadline,
+        log_path: None,
+    }
+}
+
+/// The call took at least `min` and returned within `deadline` plus a small margin.
+fn within(start: Instant, deadline: Duration) -> Duration {
+    let took = start.elapsed();
+    assert!(
+        took < deadline + Duration::from_millis(400),
+        "took {took:?}, deadline {deadline:?}"
+    );
+    took
+}
+
+// ---------------------------------------------------------------- embeddings
+
+#[test]
+fn embeddings_are_ordered_by_index_normalised_batched_and_authorised() {
+    let fake = Fake::start(|r| {
+        vectors(r, |i| {
+            json!([3.0 * (i as f64 + 1.0), 4.0 * (i as f64 + 1.0), 0.0])
+        })
+    });
+    let e = embedder(&fake.base, None, 2, Duration::from_secs(5));
+    assert_eq!((e.id(), e.dim()), ("remote:emb", 0));
+    let texts = ["a", "b", "c", "d", "e"];
+    let v = e.embed(&texts).unwrap();
+    assert_eq!(v.len(), 5);
+    for x in &v {
+        assert_eq!(x, &[0.6, 0.8, 0.0]);
+    }
+    assert_eq!(e.dim(), 3);
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 3, "5 texts in batches of 2");
+    assert_eq!(reqs[0].path, "/v1/embeddings");
+    assert_eq!(reqs[0].body, json!({"model": "emb", "input": ["a", "b"]}));
+    assert_eq!(reqs[2].body["input"], json!(["e"]));
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert!(!format!("{e:?}").contains(KEY), "{e:?}");
+    // Order: the vector for input i is the one the server sent with index i.
+    let fake = Fake::start(|r| {
+        vectors(r, |i| {
+            if i == 0 {
+                json!([1.0, 0.0])
+            } else {
+                json!([0.0, 2.0])
+            }
+        })
+    });
+    let v = embedder(&fake.base, Some(2), 64, Duration::from_secs(5))
+        .embed(&["x", "y"])
+        .unwrap();
+    assert_eq!(v, [vec![1.0, 0.0], vec![0.0, 1.0]]);
+}
+
+#[test]
+fn embeddings_endpoint_down_is_a_connection_error() {
+    let base = dead_base();
+    let start = Instant::now();
+    let err = embedder(&base, None, 64, Duration::from_secs(2))
+        .embed(&["x"])
+        .unwrap_err()
+        .to_string();
+    within(start, Duration::from_secs(2));
+    assert!(err.contains(&format!("{base}/embeddings")), "{err}");
+    assert!(
+        err.to_lowercase().contains("refused") || err.contains("connect"),
+        "{err}"
+    );
+}
+
+#[test]
+fn embeddings_slow_past_the_deadline_return_at_the_deadline() {
+    let fake = Fake::start(|r| {
+        Reply::Late(
+            Duration::from_secs(5),
+            Box::new(vectors(r, |_| json!([1.0]))),
+        )
+    });
+    let deadline = Duration::from_millis(600);
+    let start = Instant::now();
+    let err = embedder(&fake.base, None, 64, deadline)
+        .embed(&["x"])
+        .unwrap_err()
+        .to_string();
+    let took = within(start, deadline);
+    assert!(took >= deadline - Duration::from_millis(50), "{took:?}");
+    assert!(err.contains("no complete reply within 600 ms"), "{err}");
+    // Headers arrive, then the body stalls: the deadline still holds.
+    let fake = Fake::start(|_| Reply::Stall(Duration::from_secs(5)));
+    let start = Instant::now();
+    let err = embedder(&fake.base, None, 64, deadline)
+        .embed(&["x"])
+        .unwrap_err()
+        .to_string();
+    within(start, deadline);
+    assert!(err.contains("no complete reply within 600 ms"), "{err}");
+}
+
+#[test]
+fn embeddings_with_wrong_shapes_or_values_are_named_errors() {
+    let case = |handler: fn(&Req) -> Reply, dim: Option<usize>, texts: &[&str]| -> String {
+        let fake = Fake::start(handler);
+        embedder(&fake.base, dim, 64, Duration::from_secs(5))
+            .embed(texts)
+            .unwrap_err()
+            .to_string()
+    };
+    // Configured dimension 4, the server sends 3.
+    let e = case(|r| vectors(r, |_| json!([1.0, 2.0, 3.0])), Some(4), &["x"]);
+    assert!(e.contains("dimension 3, expected 4"), "{e}");
+    // Learned from the first vector, then a different one.
+    let e = case(
+        |r| {
+            vectors(r, |i| {
+                if i == 0 {
+                    json!([1.0, 2.0])
+                } else {
+                    json!([1.0, 2.0, 3.0])
+                }
+            })
+        },
+        None,
+        &["x", "y"],
+    );
+    assert!(
+        e.contains("dimension 2, expected 3") || e.contains("dimension 3, expected 2"),
+        "{e}"
+    );
+    // NaN: as a JSON string, as null, and as a bare token (which is not JSON at all).
+    let e = case(|r| vectors(r, |_| json!([1.0, "NaN"])), None, &["x"]);
+    assert!(e.contains("value 1 is \"NaN\", not a finite number"), "{e}");
+    let e = case(|r| vectors(r, |_| json!([null, 1.0])), None, &["x"]);
+    assert!(e.contains("value 0 is null, not a finite number"), "{e}");
+    let e = case(
+        |_| {
+            Reply::Body(
+                200,
+                r#"{"data": [{"index": 0, "embedding": [NaN, 1.0]}]}"#.into(),
+            )
+        },
+        None,
+        &["x"],
+    );
+    assert!(e.contains("bad reply: not JSON"), "{e}");
+    // Wrong count.
+    let e = case(
+        |_| {
+            Reply::Body(
+                200,
+                json!({"data": [{"index": 0, "embedding": [1.0]}]}).to_string(),
+            )
+        },
+        None,
+        &["x", "y"],
+    );
+    assert!(e.contains("1 embeddings for 2 texts"), "{e}");
+    // Not JSON; no `data`; an HTTP error; a zero vector; a repeated index.
+    let e = case(
+        |_| Reply::Body(200, "<html>gateway</html>".into()),
+        None,
+        &["x"],
+    );
+    assert!(
+        e.contains("not JSON") && e.contains("<html>gateway</html>"),
+        "{e}"
+    );
+    let e = case(|_| Reply::Body(200, "{}".into()), None, &["x"]);
+    assert!(e.contains("no `data` list"), "{e}");
+    let e = case(|_| Reply::Body(503, "overloaded".into()), None, &["x"]);
+    assert!(e.contains("HTTP 503: overloaded"), "{e}");
+    let e = case(|r| vectors(r, |_| json!([0.0, 0.0])), None, &["x"]);
+    assert!(e.contains("zero vector"), "{e}");
+    let e = case(
+        |_| {
+            Reply::Body(200, json!({"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [1.0]}]}).to_string())
+        },
+        None,
+        &["x", "y"],
+    );
+    assert!(e.contains("index 0 appears twice"), "{e}");
+}
+
+#[test]
+fn https_works_offline_and_a_non_tls_server_is_a_handshake_error() {
+    // The rustls provider and the bundled roots need nothing from the network or the system.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\nnot tls at all");
+        }
+    });
+    let start = Instant::now();
+    let err = embedder(
+        &format!("https://{addr}/v1"),
+        None,
+        64,
+        Duration::from_secs(3),
+    )
+    .embed(&["x"])
+    .unwrap_err()
+    .to_string();
+    within(start, Duration::from_secs(3));
+    assert!(
+        err.starts_with(&format!("https://{addr}/v1/embeddings: ")),
+        "{err}"
+    );
+    assert!(!err.contains("no complete reply"), "{err}");
+}
+
+#[test]
+fn an_empty_text_list_makes_no_request() {
+    let fake = Fake::start(|r| vectors(r, |_| json!([1.0])));
+    let v = embedder(&fake.base, None, 64, Duration::from_secs(5))
+        .embed(&[])
+        .unwrap();
+    assert!(v.is_empty());
+    assert!(fake.requests().is_empty());
+}
+
+// ---------------------------------------------------------------- rewrite
+
+#[test]
+fn rewrite_uses_the_models_query_and_ignores_need_retrieval() {
+    let fake = Fake::start(|_| {
+        chat(
+            "Thinking about it.\n```json\n{\"rewritten_query\": \" pdf table extraction \", \"need_retrieval\": false}\n```",
+        )
+    });
+    let c = client(&fake.base);
+    let out = llm::rewrite(
+        &c,
+        "  please help me get the tables out of /tmp/x.pdf  ",
+        Duration::from_secs(5),
+    );
+    assert_eq!(out.query, "pdf table extraction");
+    assert_eq!(out.rewritten.as_deref(), Some("pdf table extraction"));
+    assert_eq!(out.error, None);
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].path, "/v1/chat/completions");
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let body = &reqs[0].body;
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["temperature"], json!(0.3f32));
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": llm::rewrite_prompt("please help me get the tables out of /tmp/x.pdf")}])
+    );
+}
+
+#[test]
+fn rewrite_cuts_long_queries_and_skips_empty_ones() {
+    let fake = Fake::start(|_| chat(r#"{"rewritten_query": null}"#));
+    let c = client(&fake.base);
+    let out = llm::rewrite(&c, " \n\t ", Duration::from_secs(5));
+    assert!(!out.called && out.error.is_none() && out.query.is_empty());
+    assert!(fake.requests().is_empty(), "an empty query makes no call");
+    let long = "é".repeat(2500);
+    let out = llm::rewrite(&c, &long, Duration::from_secs(5));
+    assert_eq!(
+        (
+            out.query.as_str(),
+            out.rewritten.as_deref(),
+            out.error.as_deref()
+        ),
+        (long.as_str(), None, None)
+    );
+    let sent = fake.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(sent, llm::rewrite_prompt(&"é".repeat(2000)));
+}
+
+#[test]
+fn rewrite_fails_open_with_the_reason() {
+    let q = "find the flaky test";
+    let cases: Vec<(Responder, &str)> = vec![
+        (
+            |_| Reply::Body(200, "garbage".into()),
+            "bad reply: not JSON",
+        ),
+        (|_| chat("I cannot help with that."), "holds no JSON object"),
+        (|_| chat("   "), "empty reply"),
+        (
+            |_| Reply::Body(500, "internal error".into()),
+            "HTTP 500: internal error",
+        ),
+        (
+            |_| {
+                Reply::Body(200, json!({"choices": [{"message": {"content": "{\"rewritten_query\": \"x\"}"}, "finish_reason": "error"}]}).to_string())
+            },
+            "finish_reason `error`",
+        ),
+        (
+            |_| {
+                Reply::Body(
+                    200,
+                    json!({"error": {"message": "model not found"}}).to_string(),
+                )
+            },
+            "provider error: model not found",
+        ),
+        (
+            |_| Reply::Body(200, json!({"choices": []}).to_string()),
+            "no `choices[0]`",
+        ),
+    ];
+    for (handler, want) in cases {
+        let fake = Fake::start(handler);
+        let out = llm::rewrite(&client(&fake.base), q, Duration::from_secs(5));
+        assert_eq!(
+            (out.query.as_str(), out.rewritten.as_deref()),
+            (q, None),
+            "{want}"
+        );
+        let err = out.error.unwrap_or_default();
+        assert!(
+            err.starts_with("rewrite failed") || err.starts_with("rewrite reply"),
+            "{err}"
+        );
+        assert!(err.contains(want), "{err} lacks {want}");
+    }
+    // Down, and slow past the deadline.
+    let out = llm::rewrite(&client(&dead_base()), q, Duration::from_secs(5));
+    assert_eq!(out.query, q);
+    assert!(out.error.unwrap().contains("/v1/chat/completions"));
+    let fake = Fake::start(|_| {
+        Reply::Late(
+            Duration::from_secs(5),
+            Box::new(chat(r#"{"rewritten_query": "late"}"#)),
+        )
+    });
+    let deadline = Duration::from_millis(500);
+    let start = Instant::now();
+    let out = llm::rewrite(&client(&fake.base), q, deadline);
+    within(start, deadline);
+    assert_eq!(out.query, q);
+    assert!(
+        out.error
+            .unwrap()
+            .contains("no complete reply within 500 ms")
+    );
+    assert!(out.elapsed_ms >= 450, "{}", out.elapsed_ms);
+}
+
+#[test]
+fn the_client_ceiling_caps_a_longer_step_deadline() {
+    let fake = Fake::start(|_| Reply::Late(Duration::from_secs(5), Box::new(chat("{}"))));
+    let c = ChatClient::from_config(&ModelSettings {
+        model: "m".into(),
+        base_url: fake.base.clone(),
+        api_key: Secret::default(),
+        timeout: Duration::from_millis(300),
+    })
+    .unwrap();
+    let start = Instant::now();
+    let out = llm::rewrite(&c, "q", Duration::from_secs(5));
+    within(start, Duration::from_millis(300));
+    assert!(out.error.unwrap().contains("within 300 ms"));
+    assert_eq!(
+        fake.requests()[0].header("authorization"),
+        None,
+        "no key, no header"
+    );
+}
+
+#[test]
+fn the_api_key_never_shows_in_debug_output() {
+    let c = client("http://127.0.0.1:9/v1");
+    let shown = format!("{c:?} {c:#?}");
+    assert!(!shown.contains(KEY), "{shown}");
+    assert!(shown.contains("<redacted>"), "{shown}");
+    let s = ModelSettings {
+        model: "m".into(),
+        base_url: "u".into(),
+        api_key: Secret::new(KEY),
+        timeout: Duration::from_secs(1),
+    };
+    assert!(!format!("{s:?}").contains(KEY));
+    assert!(!serde_json::to_string(&s).unwrap().contains(KEY));
+    assert!(
+        ChatClient::from_config(&ModelSettings {
+            model: String::new(),
+            ..s.clone()
+        })
+        .unwrap_err()
+        .to_string()
+        .contains("`model` is empty")
+    );
+    assert!(
+        ChatClient::from_config(&ModelSettings {
+            base_url: " ".into(),
+            ..s
+        })
+        .unwrap_err()
+        .to_string()
+        .contains("`model_base_url` is empty")
+    );
+}
+
+// ---------------------------------------------------------------- gate
+
+#[test]
+fn gate_selects_in_the_models_order_from_a_fenced_reply_with_a_preamble_and_logs_it() {
+    let fake = Fake::start(|_| {
+        chat(
+            "Let me plan. The task needs {tables}.\n\n```json\n{\"plan\": \"Extract the tables.\", \"skills\": [\"k8s/deploy\", \"pdf/extract-tables\"]}\n```",
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("sub/gate.jsonl");
+    let opts = GateOptions {
+        log_path: Some(log.clone()),
+        ..gate_opts(Duration::from_secs(5))
+    };
+    let tools = vec!["write".to_owned(), "bash".into(), "bash".into()];
+    let out = llm::gate(
+        &client(&fake.base),
+        "get the tables out of x.pdf",
+        &cands(),
+        Some(&tools),
+        &opts,
+    );
+    assert_eq!(out.error, None);
+    assert!(!out.fell_back);
+    assert_eq!(out.selected, [2, 0]);
+    assert_eq!(out.selected_ids, ["k8s/deploy", "pdf/extract-tables"]);
+    assert_eq!(out.plan.as_deref(), Some("Extract the tables."));
+    let req = &fake.requests()[0];
+    assert_eq!(req.body["temperature"], json!(0.0));
+    let prompt = req.body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        prompt.contains("The agent's ONLY available tools are: bash, write.\n"),
+        "{prompt}"
+    );
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(lines.lines().count(), 1);
+    let rec: Value = serde_json::from_str(lines.trim()).unwrap();
+    assert!(rec["ts"].as_f64().unwrap() > 1.7e9);
+    assert_eq!(rec["task"], "get the tables out of x.pdf");
+    assert_eq!(
+        rec["candidates"],
+        json!(["pdf/extract-tables", "git/rebase", "k8s/deploy"])
+    );
+    assert_eq!(rec["selected"], json!(["k8s/deploy", "pdf/extract-tables"]));
+    assert_eq!(rec["rejected"], json!(["git/rebase"]));
+    assert_eq!(rec["plan"], "Extract the tables.");
+    assert!(
+        rec["raw_response"]
+            .as_str()
+            .unwrap()
+            .starts_with("Let me plan.")
+    );
+}
+
+#[test]
+fn gate_ignores_unknown_ids_caps_and_accepts_an_empty_choice() {
+    let fake =
+        Fake::start(|_| chat(r#"{"plan": "p", "skills": ["nope/x", "git/rebase", "other"]}"#));
+    let out = llm::gate(
+        &client(&fake.base),
+        "t",
+        &cands(),
+        None,
+        &gate_opts(Duration::from_secs(5)),
+    );
+    assert_eq!(
+        (out.selected_ids.clone(), out.error.clone()),
+        (vec!["git/rebase".to_owned()], None)
+    );
+    assert_eq!(out.unknown_ids, ["nope/x", "other"]);
+    let fake = Fake::start(|_| {
+        chat(r#"{"plan": "p", "skills": ["k8s/deploy", "git/rebase", "pdf/extract-tables"]}"#)
+    });
+    let opts = GateOptions {
+        max_select: 1,
+        ..gate_opts(Duration::from_secs(5))
+    };
+    let out = llm::gate(&client(&fake.base), "t", &cands(), None, &opts);
+    assert_eq!(out.selected_ids, ["k8s/deploy"]);
+    let fake = Fake::start(|_| chat(r#"{"plan": "Nothing fits.", "skills": []}"#));
+    let out = llm::gate(
+        &client(&fake.base),
+        "t",
+        &cands(),
+        None,
+        &gate_opts(Duration::from_secs(5)),
+    );
+    assert!(out.selected.is_empty() && !out.fell_back && out.error.is_none());
+    // No candidates: no call.
+    let out = llm::gate(
+        &client(&fake.base),
+        "t",
+        &[],
+        None,
+        &gate_opts(Duration::from_secs(5)),
+    );
+    assert!(!out.called && out.selected.is_empty());
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[test]
+fn gate_fails_open_to_the_first_candidates_with_the_reason() {
+    let cases: Vec<(Responder, &str)> = vec![
+        (|_| Reply::Body(200, "garbage".into()), "not JSON"),
+        (|_| chat("no idea"), "holds no JSON object"),
+        (|_| chat(""), "empty reply"),
+        (|_| Reply::Body(500, "boom".into()), "HTTP 500: boom"),
+        (
+            |_| {
+                Reply::Body(200, json!({"choices": [{"message": {"content": "{\"skills\": []}"}, "finish_reason": "error"}]}).to_string())
+            },
+            "finish_reason `error`",
+        ),
+        (|_| chat(r#"{"plan": "p"}"#), "no `skills` key"),
+        (
+            |_| chat(r#"{"plan": "p", "skills": "git/rebase"}"#),
+            "`skills` is not a list",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("gate.jsonl");
+    for (handler, want) in cases {
+        let fake = Fake::start(handler);
+        let opts = GateOptions {
+            log_path: Some(log.clone()),
+            ..gate_opts(Duration::from_secs(5))
+        };
+        let out = llm::gate(&client(&fake.base), "t", &cands(), None, &opts);
+        assert!(out.fell_back, "{want}");
+        assert_eq!(
+            out.selected_ids,
+            ["pdf/extract-tables", "git/rebase"],
+            "{want}"
+        );
+        let err = out.error.unwrap_or_default();
+        assert!(err.contains(want), "{err} lacks {want}");
+    }
+    assert!(!log.exists(), "a fallback writes no decision line");
+    // Down, and slow past the deadline.
+    let out = llm::gate(
+        &client(&dead_base()),
+        "t",
+        &cands(),
+        None,
+        &gate_opts(Duration::from_secs(5)),
+    );
+    assert!(out.fell_back && out.error.unwrap().contains("chat/completions"));
+    let fake =
+        Fake::start(|_| Reply::Late(Duration::from_secs(5), Box::new(chat(r#"{"skills": []}"#))));
+    let deadline = Duration::from_millis(700);
+    let start = Instant::now();
+    let out = llm::gate(
+        &client(&fake.base),
+        "t",
+        &cands(),
+        None,
+        &gate_opts(deadline),
+    );
+    within(start, deadline);
+    assert_eq!(out.selected, [0, 1]);
+    assert!(
+        out.error
+            .unwrap()
+            .contains("no complete reply within 700 ms")
+    );
+}
+
+#[test]
+fn a_gate_log_that_cannot_be_written_is_reported_and_the_decision_stands() {
+    let fake = Fake::start(|_| chat(r#"{"plan": "p", "skills": ["git/rebase"]}"#));
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "").unwrap();
+    let opts = GateOptions {
+        log_path: Some(blocker.join("gate.jsonl")),
+        ..gate_opts(Duration::from_secs(5))
+    };
+    let out = llm::gate(&client(&fake.base), "t", &cands(), None, &opts);
+    assert_eq!(out.selected_ids, ["git/rebase"]);
+    assert!(out.error.is_none());
+    assert!(out.log_error.unwrap().contains("gate.jsonl"));
+}
+
+// ---------------------------------------------------------------- golden prompts
+
+fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing golden file {}", path.display()));
+    assert_eq!(
+        actual, expected,
+        "golden file {name} differs; rerun with UPDATE_GOLDEN=1 if the change is deliberate"
+    );
+}
+
+#[test]
+fn prompts_match_their_golden_files() {
+    // `$&` and friends are inserted literally.
+    golden(
+        "rewrite_prompt.txt",
+        &llm::rewrite_prompt("QUERY $& $' $` {x}"),
+    );
+    let mut c = cands();
+    c[0].description = format!("Line one\nline two {}", "d".repeat(300));
+    c[1].description = String::new();
+    c[1].body = " \n ".into();
+    c[2].body = format!("# Title\n\n  spaced   out\n{}", "b".repeat(400));
+    let tools = vec!["read".to_owned(), "bash".into(), "read".into()];
+    golden(
+        "gate_prompt.txt",
+        &llm::gate_prompt("Get the tables out of report.pdf", &c, Some(&tools), 2),
+    );
+    golden(
+        "gate_prompt.no_tools.txt",
+        &llm::gate_prompt("Rebase my branch", &cands()[..1], None, 3),
+    );
+}
