@@ -217,7 +217,7 @@ impl VectorStore {
         self.sync()
     }
 
-    /// How many of `keys` have a vector.
+    /// Whether `key` has a vector.
     pub fn has(&self, key: u64) -> bool {
         self.lock().is_ok_and(|i| i.rows.contains_key(&key))
     }
