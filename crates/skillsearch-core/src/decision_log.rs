@@ -19,6 +19,18 @@ pub struct LoggedHit {
     pub score: f32,
 }
 
+/// The gate's decision, as logged.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LoggedGate {
+    pub candidates: Vec<String>,
+    pub selected: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    /// The gate failed and the first candidates were kept.
+    #[serde(default)]
+    pub fell_back: bool,
+}
+
 /// The tool plan of one turn, as logged.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct LoggedTools {
@@ -62,6 +74,12 @@ pub struct Decision {
     /// Tool visibility, when the turn was planned: tools shown and hidden, and their schema tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<LoggedTools>,
+    /// The query the model rewrote for retrieval (searched instead of `query`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten_query: Option<String>,
+    /// What the gate was shown and chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<LoggedGate>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diagnostics: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,7 +107,7 @@ impl Decision {
             .map(|h| LoggedHit {
                 id: h.qualified_id.clone(),
                 name: h.name.clone(),
-                source: "local".into(),
+                source: h.source().into(),
                 score: h.score,
             })
             .collect();
@@ -107,6 +125,23 @@ impl Decision {
         self.elapsed_ms.insert("render".into(), round3(r.render_ms));
         self.retrievers = r.retrievers.iter().map(|s| s.to_string()).collect();
         self.diagnostics.extend(r.notes.iter().cloned());
+        let st = &r.stages;
+        if let Some(rw) = &st.rewrite {
+            self.elapsed_ms.insert("rewrite".into(), rw.ms as f64);
+            self.rewritten_query = rw.rewritten.as_deref().map(|q| truncate(&redact(q), 500));
+        }
+        for src in &st.sources {
+            self.elapsed_ms.insert(src.source.clone(), src.ms as f64);
+        }
+        if let Some(g) = &st.gate {
+            self.elapsed_ms.insert("gate".into(), g.ms as f64);
+            self.gate = Some(LoggedGate {
+                candidates: g.candidates.clone(),
+                selected: g.selected.clone(),
+                plan: g.plan.as_deref().map(|p| truncate(&redact(p), 500)),
+                fell_back: g.fell_back,
+            });
+        }
         self
     }
 }

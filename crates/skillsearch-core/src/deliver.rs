@@ -4,12 +4,17 @@
 use crate::corpus;
 use crate::error::Result;
 use crate::gate::GateEnv;
+use crate::hub::HubSource;
 use crate::index::SkillIndex;
+use crate::llm::{self, GateCandidate, GateOptions};
+use crate::remote::{self, GateReport, Remote, RewriteReport, SourceReport, Stages, Turn};
 use crate::render::{self, RenderSkill};
 use crate::search::{Dropped, Hit, SearchOptions};
+use crate::source::{RemoteHit, SkillSource};
 use crate::tokens::TokenCounter;
 use serde::Serialize;
-use std::time::Instant;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// Put before a block injected into a turn (auto mode): the skills are reference data the model
 /// may use, not orders (hosts refuse imperative injected text).
@@ -59,11 +64,13 @@ pub struct Retrieval {
     pub render_ms: f64,
     /// The retrievers that ranked the hits (`lexical`, `semantic`).
     pub retrievers: Vec<&'static str>,
-    /// Why a requested retriever did not run.
+    /// What did not run or failed: a retriever, a remote source, the rewrite, the gate.
     pub notes: Vec<String>,
+    /// The rewrite, remote sources and gate of this turn.
+    pub stages: Stages,
 }
 
-/// Searches and renders. Hits whose file vanished since indexing are skipped.
+/// Searches the local index and renders. Hits whose file vanished since indexing are skipped.
 pub fn retrieve(
     index: &SkillIndex,
     query: &str,
@@ -72,9 +79,17 @@ pub fn retrieve(
     render_opts: &RenderOptions,
     counter: &TokenCounter,
 ) -> Result<Retrieval> {
-    retrieve_with(index, query, opts, gate, render_opts, counter, &|_| {
-        Ok(Vec::new())
-    })
+    retrieve_turn(
+        index,
+        query,
+        opts,
+        gate,
+        render_opts,
+        counter,
+        &no_more,
+        &Remote::none(),
+        &Turn::default(),
+    )
 }
 
 /// [`retrieve`], plus the hits `more` finds given the index's own: the bundled skills of the
@@ -89,40 +104,284 @@ pub fn retrieve_with(
     counter: &TokenCounter,
     more: &dyn Fn(&[Hit]) -> Result<Vec<Hit>>,
 ) -> Result<Retrieval> {
+    retrieve_turn(
+        index,
+        query,
+        opts,
+        gate,
+        render_opts,
+        counter,
+        more,
+        &Remote::none(),
+        &Turn::default(),
+    )
+}
+
+/// No extra hits.
+pub fn no_more(_: &[Hit]) -> Result<Vec<Hit>> {
+    Ok(Vec::new())
+}
+
+/// A candidate of this turn: a hit, its body once read, and the remote record it came from.
+struct Candidate {
+    hit: Hit,
+    body: Option<String>,
+    remote: Option<RemoteHit>,
+}
+
+/// The whole turn in the reference's order (§1.1): rewrite; the local index and the remote
+/// sources searched at once; weighted RRF across them; remote bodies fetched; exact duplicate
+/// bodies dropped (a local copy preferred); the gate, shown the original query and the agent's
+/// tools; cut to `top_k`; the selected hub bundles installed; rendered. Every remote step is
+/// bounded by its own deadline and the turn's, and fails open: what the healthy parts found is
+/// rendered and [`Retrieval::notes`] says what failed. Only a failure of the local index is an
+/// error.
+#[allow(clippy::too_many_arguments)]
+pub fn retrieve_turn(
+    index: &SkillIndex,
+    query: &str,
+    opts: &SearchOptions,
+    gate: &GateEnv,
+    render_opts: &RenderOptions,
+    counter: &TokenCounter,
+    more: &dyn Fn(&[Hit]) -> Result<Vec<Hit>>,
+    remote: &Remote,
+    turn: &Turn,
+) -> Result<Retrieval> {
     let t = Instant::now();
-    let mut result = index.search(query, opts, gate)?;
-    let extra = more(&result.hits)?;
-    for h in extra {
-        if !result.hits.iter().any(|x| x.path == h.path) {
-            result.hits.push(h);
+    let mut stages = Stages::default();
+    let mut notes = remote.notes.clone();
+
+    // 1. Rewrite.
+    let mut search_query = query.to_owned();
+    if let (Some(chat), Some(limit)) = (&remote.chat, remote.rewrite_timeout) {
+        let out = llm::rewrite(chat, query, turn.within(limit));
+        if let Some(e) = &out.error {
+            notes.push(format!("{e}; searched the query as written"));
+            stages.degraded = true;
+        }
+        if let Some(q) = &out.rewritten {
+            search_query = q.clone();
+        }
+        stages.rewrite = Some(RewriteReport {
+            rewritten: out.rewritten,
+            error: out.error,
+            ms: out.elapsed_ms,
+        });
+    }
+
+    // 2. Fan out: the local index here, the hub on its own thread.
+    let gating = remote.gate_on();
+    let pool = if gating {
+        remote.gate_pool.max(opts.top_k)
+    } else {
+        opts.top_k
+    };
+    let local_opts = SearchOptions {
+        top_k: pool,
+        ..opts.clone()
+    };
+    let (local, hub) = std::thread::scope(|sc| {
+        let job = remote.hub.as_ref().map(|h| {
+            let q = search_query.as_str();
+            let until = turn.deadline_for(remote.hub_timeout);
+            sc.spawn(move || {
+                let t = Instant::now();
+                (
+                    h.search_explained(q, remote.per_source_max, until),
+                    t.elapsed(),
+                )
+            })
+        });
+        let local = index.search(&search_query, &local_opts, gate);
+        let hub = job.map(|j| {
+            j.join().unwrap_or_else(|_| {
+                (
+                    Err(crate::Error::Invalid("the hub search panicked".into())),
+                    Duration::ZERO,
+                )
+            })
+        });
+        (local, hub)
+    });
+    let result = local?;
+    notes.extend(result.notes.iter().cloned());
+    let mut cands: Vec<Candidate> = result
+        .hits
+        .into_iter()
+        .map(|hit| Candidate {
+            hit,
+            body: None,
+            remote: None,
+        })
+        .collect();
+
+    // 3. Fuse with the hub's hits.
+    if let (Some(h), Some((answer, took))) = (remote.hub.as_ref(), hub) {
+        let mut report = SourceReport {
+            source: h.name().to_owned(),
+            ms: took.as_millis() as u64,
+            ..SourceReport::default()
+        };
+        match answer {
+            Ok(found) => {
+                report.hits = found.hits.iter().map(|x| x.qualified_id.clone()).collect();
+                report.rejected = found
+                    .rejected
+                    .iter()
+                    .map(|r| format!("{}: {}", r.id, r.reason))
+                    .collect();
+                if !found.hits.is_empty() {
+                    cands = fuse_sources(cands, found.hits, h.weight(), opts.rrf_k, pool);
+                }
+            }
+            Err(e) => {
+                notes.push(format!(
+                    "hub {} failed: {e}; answered without it",
+                    h.client().endpoint()
+                ));
+                report.error = Some(e.to_string());
+                stages.degraded = true;
+            }
+        }
+        stages.sources.push(report);
+    }
+
+    // 4. Bodies: remote ones fetched (in parallel, within the hub deadline), local ones read.
+    if let Some(h) = &remote.hub {
+        let until = turn.deadline_for(remote.hub_timeout);
+        let failures: Vec<String> = std::thread::scope(|sc| {
+            let jobs: Vec<_> = cands
+                .iter_mut()
+                .filter_map(|c| c.remote.as_mut())
+                .filter(|r| r.body.is_none())
+                .map(|r| {
+                    sc.spawn(move || {
+                        h.hydrate(r, until)
+                            .err()
+                            .map(|e| format!("{}: {e}", r.qualified_id))
+                    })
+                })
+                .collect();
+            jobs.into_iter()
+                .filter_map(|j| j.join().ok().flatten())
+                .collect()
+        });
+        for f in failures {
+            notes.push(format!("reading hub skill {f}; kept without its body"));
+            stages.degraded = true;
+        }
+    }
+    cands.retain_mut(|c| match &c.remote {
+        Some(r) => {
+            c.body = r.body.clone();
+            true
+        }
+        None => {
+            let loaded = corpus::load(&c.hit.path, corpus::DEFAULT_MAX_FILE_BYTES);
+            c.body = Some(loaded.body);
+            loaded.valid
+        }
+    });
+
+    // 5. Exact-body dedup, only when remote hits can duplicate local ones.
+    if cands.iter().any(|c| c.remote.is_some()) {
+        cands = dedup_bodies(cands, &mut stages.duplicates);
+    }
+
+    // 6. Gate, shown the original query.
+    let mut decided = false;
+    if let (Some(chat), Some(gopts), false) = (&remote.chat, &remote.gate, cands.is_empty()) {
+        let shown: Vec<GateCandidate> = cands
+            .iter()
+            .map(|c| GateCandidate {
+                qualified_id: c.hit.qualified_id.clone(),
+                description: c.hit.description.clone(),
+                body: c.body.clone().unwrap_or_default(),
+            })
+            .collect();
+        let gopts = GateOptions {
+            deadline: turn.within(gopts.deadline),
+            ..gopts.clone()
+        };
+        let out = llm::gate(chat, query, &shown, turn.tools.as_deref(), &gopts);
+        if let Some(e) = &out.error {
+            notes.push(format!(
+                "{e}; kept the first {} candidates",
+                out.selected.len()
+            ));
+            stages.degraded = true;
+        }
+        if let Some(e) = &out.log_error {
+            notes.push(format!("gate log not written: {e}"));
+        }
+        decided = out.called && !out.fell_back;
+        let mut slots: Vec<Option<Candidate>> = cands.into_iter().map(Some).collect();
+        cands = out
+            .selected
+            .iter()
+            .filter_map(|&i| slots[i].take())
+            .collect();
+        stages.gate = Some(GateReport {
+            candidates: shown.into_iter().map(|c| c.qualified_id).collect(),
+            selected: out.selected_ids,
+            plan: out.plan,
+            fell_back: out.fell_back,
+            error: out.error,
+            unknown_ids: out.unknown_ids,
+            ms: out.elapsed_ms,
+        });
+    }
+
+    // 7. Cut to top_k; 8. install the selected hub bundles.
+    cands.truncate(opts.top_k);
+    if let Some(h) = &remote.hub
+        && cands.iter().any(|c| c.remote.is_some())
+    {
+        materialise(h, remote, index, turn, &mut cands, &mut stages, &mut notes);
+    }
+
+    // Skills bundled by the plugins the selected local hits activate.
+    let selected: Vec<Hit> = cands.iter().map(|c| c.hit.clone()).collect();
+    for hit in more(&selected)? {
+        if !cands.iter().any(|c| c.hit.path == hit.path) {
+            let loaded = corpus::load(&hit.path, corpus::DEFAULT_MAX_FILE_BYTES);
+            if loaded.valid {
+                cands.push(Candidate {
+                    hit,
+                    body: Some(loaded.body),
+                    remote: None,
+                });
+            }
         }
     }
     let search_ms = t.elapsed().as_secs_f64() * 1e3;
+
+    // 9. Render. The lexical relevance guard stands in for a gate that did not decide.
     let t = Instant::now();
-    let mut kept = Vec::with_capacity(result.hits.len());
-    let mut skills = Vec::with_capacity(result.hits.len());
+    let mut kept = Vec::with_capacity(cands.len());
+    let mut skills = Vec::with_capacity(cands.len());
     let mut off_topic = Vec::new();
-    let guard = render_opts
-        .relevance_guard
-        .then(|| crate::relevance::Guard::new(query));
-    for hit in result.hits {
+    let guard =
+        (render_opts.relevance_guard && !decided).then(|| crate::relevance::Guard::new(query));
+    for c in cands {
         if let Some(g) = &guard
-            && !g.check(&hit.name, &hit.description).passed
+            && !g.check(&c.hit.name, &c.hit.description).passed
         {
-            off_topic.push(hit.qualified_id.clone());
+            off_topic.push(c.hit.qualified_id.clone());
             continue;
         }
-        let loaded = corpus::load(&hit.path, corpus::DEFAULT_MAX_FILE_BYTES);
-        if !loaded.valid {
-            continue;
-        }
+        let dir = &c.hit.skill_dir;
         skills.push(RenderSkill {
-            name: hit.name.clone(),
-            qualified_id: hit.qualified_id.clone(),
-            skill_dir: Some(hit.skill_dir.clone()),
-            body: render::resolve_plugin_refs(&loaded.body, &render_opts.plugin_dirs),
+            name: c.hit.name.clone(),
+            qualified_id: c.hit.qualified_id.clone(),
+            skill_dir: (!dir.as_os_str().is_empty()).then(|| dir.clone()),
+            body: render::resolve_plugin_refs(
+                c.body.as_deref().unwrap_or_default(),
+                &render_opts.plugin_dirs,
+            ),
         });
-        kept.push(hit);
+        kept.push(c.hit);
     }
     let rendered = render::render(
         &skills,
@@ -145,6 +404,140 @@ pub fn retrieve_with(
         search_ms,
         render_ms: t.elapsed().as_secs_f64() * 1e3,
         retrievers: result.retrievers,
-        notes: result.notes,
+        notes,
+        stages,
     })
+}
+
+/// Weighted RRF of the local list (weight 1) and a remote one, collapsed on qualified id (a
+/// remote hit's `meta.origin` is its qualified id), best `keep` first.
+fn fuse_sources(
+    local: Vec<Candidate>,
+    remote: Vec<RemoteHit>,
+    weight: f32,
+    k: f32,
+    keep: usize,
+) -> Vec<Candidate> {
+    let lists = [
+        (
+            1.0,
+            local.iter().map(|c| c.hit.qualified_id.clone()).collect(),
+        ),
+        (
+            f64::from(weight),
+            remote.iter().map(|r| r.qualified_id.clone()).collect(),
+        ),
+    ];
+    let fused = crate::fusion::rrf(&lists, f64::from(k));
+    let mut pool: HashMap<String, Candidate> = local
+        .into_iter()
+        .map(|c| (c.hit.qualified_id.clone(), c))
+        .collect();
+    for r in remote {
+        pool.entry(r.qualified_id.clone())
+            .or_insert_with(|| Candidate {
+                hit: Hit::remote(&r.qualified_id, &r.name, &r.description, 0.0),
+                body: None,
+                remote: Some(r),
+            });
+    }
+    fused
+        .into_iter()
+        .take(keep)
+        .filter_map(|f| {
+            let mut c = pool.remove(&f.key)?;
+            if c.remote.is_some() {
+                c.hit.score = f.score as f32;
+            }
+            Some(c)
+        })
+        .collect()
+}
+
+/// Drops candidates whose normalised body repeats an earlier one's; a local copy replaces a
+/// remote one in its place. Empty bodies are never duplicates.
+fn dedup_bodies(cands: Vec<Candidate>, report: &mut Vec<String>) -> Vec<Candidate> {
+    let mut out: Vec<Candidate> = Vec::with_capacity(cands.len());
+    let mut seen: HashMap<[u8; 32], usize> = HashMap::new();
+    for c in cands {
+        let Some(d) = c.body.as_deref().and_then(remote::body_digest) else {
+            out.push(c);
+            continue;
+        };
+        match seen.get(&d) {
+            Some(&i) if c.remote.is_none() && out[i].remote.is_some() => {
+                report.push(format!(
+                    "{}: {}",
+                    out[i].hit.qualified_id, c.hit.qualified_id
+                ));
+                out[i] = c;
+            }
+            Some(&i) => report.push(format!(
+                "{}: {}",
+                c.hit.qualified_id, out[i].hit.qualified_id
+            )),
+            None => {
+                seen.insert(d, out.len());
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Installs the bundles of the selected hub hits (in parallel, within the download deadline)
+/// and points them at the extracted directory. A failure keeps the hit with the body it has.
+fn materialise(
+    hub: &HubSource,
+    remote: &Remote,
+    index: &SkillIndex,
+    turn: &Turn,
+    cands: &mut [Candidate],
+    stages: &mut Stages,
+    notes: &mut Vec<String>,
+) {
+    if let Err(e) = crate::bundle::check_outside(&remote.hub_cache, index.roots()) {
+        notes.push(format!("hub bundles are not installed: {e}"));
+        stages.degraded = true;
+        return;
+    }
+    let until = turn.deadline_for(remote.hub_download_timeout);
+    let results: Vec<_> = std::thread::scope(|sc| {
+        let jobs: Vec<_> = cands
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.remote.as_ref().map(|r| (i, r)))
+            .map(|(i, r)| sc.spawn(move || (i, hub.install(r, until))))
+            .collect();
+        jobs.into_iter().filter_map(|j| j.join().ok()).collect()
+    });
+    for (i, installed) in results {
+        let c = &mut cands[i];
+        match installed {
+            Ok(inst) => {
+                for d in &inst.diagnostics {
+                    notes.push(format!("{}: {}", c.hit.qualified_id, d.message));
+                }
+                if c.body.as_deref().is_none_or(|b| b.trim().is_empty()) {
+                    let loaded = corpus::load(&inst.skill_md, corpus::DEFAULT_MAX_FILE_BYTES);
+                    c.body = Some(loaded.body);
+                }
+                stages
+                    .materialised
+                    .push(format!("{}: {}", c.hit.qualified_id, inst.dir.display()));
+                c.hit.skill_dir = inst.dir;
+                c.hit.path = inst.skill_md;
+            }
+            Err(e) => {
+                notes.push(format!(
+                    "installing hub skill {} failed: {e}; rendered without its files",
+                    c.hit.qualified_id
+                ));
+                stages
+                    .materialised
+                    .push(format!("{}: {e}", c.hit.qualified_id));
+                stages.degraded = true;
+            }
+        }
+    }
 }

@@ -168,6 +168,43 @@ impl Hit {
     }
 }
 
+impl Hit {
+    /// A skill from a remote source (`<source>/<id>`): no root, and no file until its bundle is
+    /// installed (then `path` and `skill_dir` point into the bundle cache).
+    pub fn remote(qualified_id: &str, name: &str, description: &str, score: f32) -> Hit {
+        Hit {
+            id: qualified_id
+                .split_once('/')
+                .map_or(qualified_id, |(_, id)| id)
+                .to_owned(),
+            qualified_id: qualified_id.to_owned(),
+            name: name.to_owned(),
+            description: description.to_owned(),
+            score,
+            root: usize::MAX,
+            path: PathBuf::new(),
+            skill_dir: PathBuf::new(),
+            meta: SkillMeta::default(),
+        }
+    }
+
+    /// Whether it comes from the local index.
+    pub fn is_local(&self) -> bool {
+        self.root != usize::MAX
+    }
+
+    /// The source label: `local`, or the remote source's (`hub`).
+    pub fn source(&self) -> &str {
+        if self.is_local() {
+            LOCAL_SOURCE
+        } else {
+            self.qualified_id
+                .split_once('/')
+                .map_or("remote", |(s, _)| s)
+        }
+    }
+}
+
 /// A hit that was found but is not offered, and why.
 #[derive(Debug, Clone, Serialize)]
 pub struct Dropped {

@@ -5,6 +5,7 @@
 use crate::deliver::{self, RenderOptions};
 use crate::gate::GateEnv;
 use crate::index::SkillIndex;
+use crate::remote::{Remote, Turn};
 use crate::render::{self, RenderSkill};
 use crate::search::SearchOptions;
 use crate::tokens::TokenCounter;
@@ -112,6 +113,7 @@ pub fn function_schemas() -> Vec<Value> {
 }
 
 /// The text a `skill_search` call returns, and the retrieval behind it (for the decision log).
+#[allow(clippy::too_many_arguments)]
 pub fn skill_search(
     index: &SkillIndex,
     query: &str,
@@ -119,6 +121,8 @@ pub fn skill_search(
     gate: &GateEnv,
     render_opts: &RenderOptions,
     counter: &TokenCounter,
+    remote: &Remote,
+    turn: &Turn,
 ) -> (String, Option<Retrieval>) {
     if query.trim().is_empty() {
         return (EMPTY_QUERY_REPLY.to_owned(), None);
@@ -128,7 +132,17 @@ pub fn skill_search(
         relevance_guard: false,
         ..render_opts.clone()
     };
-    match deliver::retrieve(index, query, opts, gate, &ro, counter) {
+    match deliver::retrieve_turn(
+        index,
+        query,
+        opts,
+        gate,
+        &ro,
+        counter,
+        &deliver::no_more,
+        remote,
+        turn,
+    ) {
         Ok(r) if r.text.is_empty() => (miss_reply(query), Some(r)),
         Ok(r) => (r.text.clone(), Some(r)),
         Err(e) => {

@@ -127,6 +127,8 @@ fn search(lib: &Lib, q: &str) -> String {
         &GateEnv::allow_all(),
         &ro,
         &TokenCounter::new(),
+        &skillsearch_core::Remote::none(),
+        &skillsearch_core::Turn::default(),
     )
     .0
 }

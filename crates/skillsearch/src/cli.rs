@@ -10,7 +10,7 @@ use skillsearch_core::index::{IndexConfig, Progress, Refresh, RefreshReport, Ski
 use skillsearch_core::render::{self, RenderSkill};
 use skillsearch_core::search::{Retriever, SearchOptions};
 use skillsearch_core::tokens::{self, TokenCounter};
-use skillsearch_core::{GateEnv, Roots, corpus};
+use skillsearch_core::{GateEnv, Remote, Roots, Turn, corpus};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -1034,7 +1034,23 @@ fn cmd_search(
     let gate = GateEnv::from_process();
     if let SearchOutput::Render { ro } = &output {
         let ro = ro.clone();
-        let r = deliver::retrieve(&idx, query, opts, &gate, &ro, &TokenCounter::new())?;
+        let r = deliver::retrieve_turn(
+            &idx,
+            query,
+            opts,
+            &gate,
+            &ro,
+            &TokenCounter::new(),
+            &deliver::no_more,
+            &Remote::from_settings(s, home),
+            &Turn {
+                tools: None,
+                deadline: Some(started + Duration::from_millis(s.deadline_ms)),
+            },
+        )?;
+        for n in &r.notes {
+            tracing::warn!("{n}");
+        }
         if !r.over_budget.is_empty() {
             tracing::warn!(
                 "left out to fit the token budget: {}",

@@ -5,12 +5,12 @@
 
 use crate::cli::{Flags, open_index_quiet, options, roots_of, settings};
 use serde_json::{Value, json};
-use skillsearch_core::GateEnv;
 use skillsearch_core::config::{Mode, Settings};
 use skillsearch_core::decision_log::{Decision, DecisionLog};
 use skillsearch_core::deliver;
 use skillsearch_core::index::Refresh;
 use skillsearch_core::tokens::TokenCounter;
+use skillsearch_core::{GateEnv, Remote, Turn};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 const MAX_INPUT: u64 = 8 * 1024 * 1024;
 /// Characters of the prompt used as the query.
 const MAX_QUERY_CHARS: usize = 2000;
+
+/// Time kept back from the deadline for writing the reply.
+const MARGIN: Duration = Duration::from_millis(50);
 
 /// Which host's dialect to answer in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -145,6 +148,7 @@ fn retrieve_within_deadline(
     if s2.skills.is_empty() && s2.workspace.is_none() {
         s2.workspace = cwd;
     }
+    let turn_deadline = started + Duration::from_millis(s.deadline_ms).saturating_sub(MARGIN);
     std::thread::spawn(move || {
         let work = || -> anyhow::Result<(skillsearch_core::deliver::Retrieval, f64)> {
             let t = Instant::now();
@@ -156,13 +160,20 @@ fn retrieve_within_deadline(
             )?;
             let open_ms = t.elapsed().as_secs_f64() * 1e3;
             let ro = crate::cli::render_options(&s2);
-            let r = deliver::retrieve(
+            let r = deliver::retrieve_turn(
                 &idx,
                 &query,
                 &options(&s2, None, s2.top_k),
                 &GateEnv::from_process(),
                 &ro,
                 &TokenCounter::estimating(),
+                &deliver::no_more,
+                &Remote::from_settings(&s2, &home),
+                &Turn {
+                    tools: None,
+                    // Leave the reply time to be written before the host's own deadline.
+                    deadline: Some(turn_deadline),
+                },
             )?;
             Ok((r, open_ms))
         };

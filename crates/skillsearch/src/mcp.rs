@@ -17,13 +17,13 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
-use skillsearch_core::GateEnv;
 use skillsearch_core::config::{Mode, Settings};
 use skillsearch_core::decision_log::{Decision, DecisionLog};
 use skillsearch_core::deliver::RenderOptions;
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::tokens::TokenCounter;
 use skillsearch_core::tools;
+use skillsearch_core::{GateEnv, Remote, Turn};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,6 +40,8 @@ struct Engine {
     embedding: Arc<crate::embedding::Background>,
     counter: TokenCounter,
     gate: GateEnv,
+    /// The hub, rewrite and gate the settings configure.
+    remote: Remote,
 }
 
 impl Engine {
@@ -68,10 +70,13 @@ impl Engine {
                 *slot = Some((idx, Instant::now()));
             }
         }
-        let (idx, _) = slot
+        let idx = slot
             .as_ref()
+            .map(|(idx, _)| idx.clone())
             .ok_or_else(|| anyhow::anyhow!("index not open"))?;
-        Ok(f(idx))
+        // Not under the lock: a turn with remote steps may take seconds.
+        drop(slot);
+        Ok(f(&idx))
     }
 
     fn log(&self, d: &Decision) {
@@ -138,7 +143,19 @@ impl SkillServer {
                 let ro = engine.render.clone();
                 let opts = options(s, None, s.top_k);
                 match engine.with_index(|idx| {
-                    tools::skill_search(idx, &query, &opts, &engine.gate, &ro, &engine.counter)
+                    tools::skill_search(
+                        idx,
+                        &query,
+                        &opts,
+                        &engine.gate,
+                        &ro,
+                        &engine.counter,
+                        &engine.remote,
+                        &Turn {
+                            tools: None,
+                            deadline: Some(started + deadline),
+                        },
+                    )
                 }) {
                     Ok((text, retrieval)) => {
                         if let Some(r) = &retrieval {
@@ -241,6 +258,7 @@ impl ServerHandler for SkillServer {
 
 /// Serves MCP on stdin/stdout until the client closes the connection.
 pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
+    let remote = Remote::from_settings(&settings, &home);
     let engine = Arc::new(Engine {
         embedding: crate::embedding::Background::start(&home, &settings),
         render: crate::cli::render_options(&settings),
@@ -249,6 +267,7 @@ pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
         index: Mutex::new(None),
         counter: TokenCounter::new(),
         gate: GateEnv::from_process(),
+        remote,
     });
     // Warm the index while the client initialises.
     {

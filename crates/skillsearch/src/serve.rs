@@ -23,7 +23,7 @@ use skillsearch_core::deliver::{self, RenderOptions};
 use skillsearch_core::frontmatter::SkillMeta;
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::tokens::TokenCounter;
-use skillsearch_core::{GateEnv, Roots, tools};
+use skillsearch_core::{GateEnv, Remote, Roots, Turn, tools};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -52,7 +52,17 @@ struct AnswerCache {
 }
 
 /// (roots, query, mode, top_k, skill_search?, index generation, semantic ready?)
-type CacheKey = (Vec<PathBuf>, String, &'static str, usize, bool, u64, bool);
+/// Roots, query, mode, top_k, search tool, index generation, semantic ready, agent tools.
+type CacheKey = (
+    Vec<PathBuf>,
+    String,
+    &'static str,
+    usize,
+    bool,
+    u64,
+    bool,
+    Option<Vec<String>>,
+);
 type Answer = Arc<(String, Option<deliver::Retrieval>)>;
 
 /// Answers kept.
@@ -87,6 +97,8 @@ struct App {
     token: Option<String>,
     log: Option<DecisionLog>,
     embedding: Arc<crate::embedding::Background>,
+    /// The hub, rewrite and gate the settings configure.
+    remote: Remote,
 }
 
 /// A problem with a request, answered as `{"error": …}` with an HTTP status.
@@ -113,7 +125,7 @@ struct RetrieveReq {
     workspace: Option<PathBuf>,
     #[serde(default)]
     skills: Option<Vec<PathBuf>>,
-    /// The agent's tools this turn (recorded; the gate that uses them is a later stage).
+    /// The agent's tools this turn: the gate rejects skills that need others.
     #[serde(default)]
     available_tools: Option<Vec<String>>,
     #[serde(default)]
@@ -319,6 +331,15 @@ impl App {
             );
         }
         let roots_key: Vec<PathBuf> = roots.0.iter().map(|r| r.path.clone()).collect();
+        let agent_tools = req.available_tools.clone().map(|mut t| {
+            t.sort_unstable();
+            t.dedup();
+            t
+        });
+        let turn = Turn {
+            tools: agent_tools.clone(),
+            deadline: Some(started + self.deadline()),
+        };
         let ws = self.workspace(roots);
         let app = self.clone();
         let work = async move {
@@ -340,6 +361,8 @@ impl App {
                 // Answers given lexically while vectors were pending are not reused after.
                 idx.semantic()
                     .is_some_and(|s| s.coverage(&idx).is_ok_and(|c| c.complete())),
+                // The gate judges skills against the agent's tools.
+                agent_tools.filter(|_| app.remote.gate_on()),
             );
             if let Some(hit) = app.cache.lock().ok().and_then(|c| c.get(&key)) {
                 return anyhow::Ok(hit);
@@ -351,8 +374,16 @@ impl App {
                 let ro = app2.render.clone();
                 let opts = options(s, None, top_k);
                 if search_tool {
-                    let (text, r) =
-                        tools::skill_search(&idx, &q, &opts, &app2.gate, &ro, &app2.counter);
+                    let (text, r) = tools::skill_search(
+                        &idx,
+                        &q,
+                        &opts,
+                        &app2.gate,
+                        &ro,
+                        &app2.counter,
+                        &app2.remote,
+                        &turn,
+                    );
                     anyhow::Ok(Arc::new((text, r)))
                 } else {
                     // Skills bundled by the plugins this turn's hits activate join the block.
@@ -368,7 +399,7 @@ impl App {
                         }
                         Ok(out)
                     };
-                    let r = deliver::retrieve_with(
+                    let r = deliver::retrieve_turn(
                         &idx,
                         &q,
                         &opts,
@@ -376,12 +407,16 @@ impl App {
                         &ro,
                         &app2.counter,
                         &more,
+                        &app2.remote,
+                        &turn,
                     )?;
                     anyhow::Ok(Arc::new((deliver::injected_context(&r.text), Some(r))))
                 }
             })
             .await??;
-            if let Ok(mut c) = app.cache.lock() {
+            // An answer a failed remote part made poorer is not kept.
+            let degraded = answer.1.as_ref().is_some_and(|r| r.stages.degraded);
+            if !degraded && let Ok(mut c) = app.cache.lock() {
                 c.put(key, answer.clone());
             }
             anyhow::Ok(answer)
@@ -426,7 +461,7 @@ impl App {
             .map(|r| {
                 r.hits
                     .iter()
-                    .map(|h| json!({"id": h.qualified_id, "name": h.name, "description": h.description, "source": "local", "score": h.score, "skill_dir": h.skill_dir}))
+                    .map(|h| json!({"id": h.qualified_id, "name": h.name, "description": h.description, "source": h.source(), "score": h.score, "skill_dir": h.skill_dir}))
                     .collect()
             })
             .unwrap_or_default();
@@ -441,6 +476,7 @@ impl App {
             "chars": skillsearch_core::tokens::js_len(text),
             "tokens": tokens,
             "retrievers": retrieval.map(|r| r.retrievers.clone()).unwrap_or_default(),
+            "stages": retrieval.map(|r| serde_json::to_value(&r.stages).unwrap_or_default()).unwrap_or(json!({})),
             "diagnostics": diagnostics,
             "available_tools": req.available_tools.map(|t| t.len()),
             "elapsed_ms": ms(started),
@@ -874,6 +910,7 @@ pub fn run(
         .map(|p| DecisionLog::new(p, settings.log_max_bytes));
     let inventory = skillsearch_core::plan::Inventory::load(&settings.plugins);
     let embedding = crate::embedding::Background::start(&home, &settings);
+    let remote = Remote::from_settings(&settings, &home);
     for d in &inventory.diagnostics {
         tracing::warn!(target: "serve", "{d}");
     }
@@ -898,6 +935,7 @@ pub fn run(
         token,
         log,
         embedding,
+        remote,
     });
     {
         // Load the BPE tables in the background so the first request does not pay for them.

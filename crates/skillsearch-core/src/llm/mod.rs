@@ -152,6 +152,12 @@ impl ChatClient {
                 s.model
             )));
         }
+        let base = s.base_url.trim();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(Error::Invalid(format!(
+                "config key `model_base_url` = `{base}` is not an http:// or https:// URL"
+            )));
+        }
         Ok(Self::new(
             &s.base_url,
             &s.model,
