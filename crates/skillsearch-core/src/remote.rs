@@ -88,10 +88,39 @@ impl Remote {
         self.chat.is_some() && self.rewrite_timeout.is_some()
     }
 
+    /// What runs, for health reports (no secrets).
+    pub fn summary(&self) -> RemoteSummary {
+        RemoteSummary {
+            hub: self.hub.as_ref().map(|h| h.client().endpoint().to_owned()),
+            model: self.chat.as_ref().map(|c| c.model().to_owned()),
+            rewrite: self.rewrite_on(),
+            gate: self.gate_on(),
+            notes: self.notes.clone(),
+        }
+    }
+
+    /// The deadline of one bundle download.
+    pub fn hub_download_timeout(&self) -> Duration {
+        self.hub_download_timeout
+    }
+
     /// Where hub bundles are extracted.
     pub fn hub_cache(&self) -> Option<&Path> {
         self.hub.as_ref().map(|_| self.hub_cache.as_path())
     }
+}
+
+/// The remote parts that run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RemoteSummary {
+    /// The hub's endpoint.
+    pub hub: Option<String>,
+    /// The chat model's id.
+    pub model: Option<String>,
+    pub rewrite: bool,
+    pub gate: bool,
+    /// Parts configured but not used, and why.
+    pub notes: Vec<String>,
 }
 
 /// What the host tells about this turn.

@@ -166,18 +166,71 @@ pub fn skill_read(index: &SkillIndex, id: &str, path: Option<&str>, heading: &st
             return UNAVAILABLE_REPLY.to_owned();
         }
     };
-    if let Some(rel) = path.map(str::trim).filter(|p| !p.is_empty()) {
-        return read_file(&hit.skill_dir, &hit.qualified_id, rel);
+    read_skill_at(
+        &hit.name,
+        &hit.qualified_id,
+        &hit.path,
+        &hit.skill_dir,
+        path,
+        heading,
+    )
+}
+
+/// [`skill_read`] for any id a `skill_search` may have returned: a hub skill (`hub/<id>`) is
+/// read from its installed bundle, installed first when the cache does not hold it yet.
+pub fn skill_read_any(
+    index: &SkillIndex,
+    remote: &Remote,
+    id: &str,
+    path: Option<&str>,
+    heading: &str,
+    turn: &Turn,
+) -> String {
+    let id = id.trim();
+    let (Some(hub), Some(hub_id)) = (remote.hub(), id.strip_prefix("hub/")) else {
+        return skill_read(index, id, path, heading);
+    };
+    if hub_id.is_empty() {
+        return unknown_id_reply(id);
     }
-    let body = corpus::load(&hit.path, corpus::DEFAULT_MAX_FILE_BYTES).body;
+    let until = turn.deadline_for(remote.hub_download_timeout());
+    match hub.client().install(hub_id, None, until) {
+        Ok(inst) => {
+            let name = corpus::load(&inst.skill_md, corpus::DEFAULT_MAX_FILE_BYTES)
+                .meta
+                .name;
+            read_skill_at(&name, id, &inst.skill_md, &inst.dir, path, heading)
+        }
+        Err(crate::Error::HubStatus { status: 404, .. }) => unknown_id_reply(id),
+        Err(e) => {
+            tracing::warn!(target: "tools", error = %e, id, "skill_read of a hub skill failed");
+            UNAVAILABLE_REPLY.to_owned()
+        }
+    }
+}
+
+/// A skill whose `SKILL.md` is `skill_md`: the rendered body and the files beside it, or the
+/// file `path` under its directory.
+fn read_skill_at(
+    name: &str,
+    qualified_id: &str,
+    skill_md: &Path,
+    dir: &Path,
+    path: Option<&str>,
+    heading: &str,
+) -> String {
+    if let Some(rel) = path.map(str::trim).filter(|p| !p.is_empty()) {
+        return read_file(dir, qualified_id, rel);
+    }
+    let body = corpus::load(skill_md, corpus::DEFAULT_MAX_FILE_BYTES).body;
     let skill = RenderSkill {
-        name: hit.name.clone(),
-        qualified_id: hit.qualified_id.clone(),
-        skill_dir: Some(hit.skill_dir.clone()),
+        name: name.to_owned(),
+        qualified_id: qualified_id.to_owned(),
+        skill_dir: Some(dir.to_path_buf()),
         body,
     };
     let mut text = render::render(&[skill], heading, None, &TokenCounter::new()).text;
-    let files = list_files(&hit.skill_dir);
+    let files = list_files(dir);
     if !files.is_empty() {
         text.push_str("\n\nFiles in the skill directory (read one with `path`):\n");
         for f in &files {

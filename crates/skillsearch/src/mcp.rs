@@ -174,7 +174,13 @@ impl SkillServer {
                 let path = text_arg(&args, "path");
                 decision = Decision::new("mcp", "", tools::SKILL_READ, &format!("{id} {path}"));
                 let path = Some(path.as_str()).filter(|p| !p.is_empty());
-                match engine.with_index(|idx| tools::skill_read(idx, &id, path, &s.heading)) {
+                let turn = Turn {
+                    tools: None,
+                    deadline: Some(started + deadline),
+                };
+                match engine.with_index(|idx| {
+                    tools::skill_read_any(idx, &engine.remote, &id, path, &s.heading, &turn)
+                }) {
                     Ok(text) => {
                         decision.injected_chars = skillsearch_core::tokens::js_len(&text);
                         decision.injected_tokens = text.len().div_ceil(4);

@@ -492,9 +492,13 @@ impl App {
         let work = async move {
             let idx = app.index(&ws).await?;
             let heading = app.settings.heading.clone();
+            let turn = Turn {
+                tools: None,
+                deadline: Some(started + app.deadline()),
+            };
             anyhow::Ok(
                 tokio::task::spawn_blocking(move || {
-                    tools::skill_read(&idx, &id, path.as_deref(), &heading)
+                    tools::skill_read_any(&idx, &app.remote, &id, path.as_deref(), &heading, &turn)
                 })
                 .await?,
             )
@@ -657,7 +661,7 @@ impl App {
 
     fn health(&self) -> Value {
         let n = self.workspaces.lock().map(|m| m.len()).unwrap_or(0);
-        json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": self.settings.mode.as_str(), "retriever": self.settings.retriever.as_str(), "semantic": self.embedding.status()})
+        json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": self.settings.mode.as_str(), "retriever": self.settings.retriever.as_str(), "semantic": self.embedding.status(), "remote": self.remote.summary()})
     }
 
     fn authorised(&self, headers: &HeaderMap) -> Result<(), ApiError> {

@@ -317,3 +317,49 @@ fn mode_and_roots_flags_override_the_environment() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("mode") && err.contains("atuo"), "{err}");
 }
+
+#[path = "../../skillsearch-core/tests/support/mod.rs"]
+mod support;
+
+/// A hook turn with a chat model that hangs and a hub that is down: the local skill is still
+/// injected within the deadline, and the decision log says what failed.
+#[test]
+fn a_hanging_model_and_a_dead_hub_cost_the_deadline_not_the_turn() {
+    use support::{Fake, Reply, dead_base};
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from scanned PDF files",
+        "The secret word is PARSNIP.",
+    );
+    let model = Fake::start(|_| Reply::Hang(std::time::Duration::from_secs(30)));
+    let base = format!("{}/v1", model.base);
+    let hub = dead_base();
+    let started = std::time::Instant::now();
+    let out = e.hook(
+        &claude("extract the tables from this scanned PDF"),
+        &[
+            ("SKILLSEARCH_MODE", "auto"),
+            ("SKILLSEARCH_MODEL", "m"),
+            ("SKILLSEARCH_MODEL_BASE_URL", &base),
+            ("SKILLSEARCH_HUB_ENDPOINT", &hub),
+            ("SKILLSEARCH_DEADLINE_MS", "1500"),
+        ],
+        &[],
+    );
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ctx = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(ctx.contains("PARSNIP"), "{ctx}");
+    let log = e.log();
+    let diags = log[0]["diagnostics"].to_string();
+    assert!(diags.contains("rewrite failed"), "{diags}");
+    assert!(diags.contains(&format!("hub {hub} failed")), "{diags}");
+    assert!(diags.contains("kept the first 1 candidates"), "{diags}");
+    assert_eq!(log[0]["gate"]["fell_back"], true, "{}", log[0]);
+}

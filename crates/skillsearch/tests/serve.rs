@@ -418,3 +418,120 @@ fn an_activated_plugin_brings_its_bundled_skills_into_the_block() {
     );
     assert!(!v["text"].as_str().unwrap().contains("BDX-4471"), "{v}");
 }
+
+#[path = "../../skillsearch-core/tests/support/mod.rs"]
+mod support;
+
+/// The daemon with a hub and a chat model: hub hits join the answer, the gate reads the agent's
+/// tools from the request, and the answer cache keys on those tools.
+#[test]
+fn retrieve_with_a_hub_and_a_gate() {
+    use support::{Fake, Reply};
+    let (_t, home, skills) = library();
+    let hub = Fake::start(|r| {
+        let ok = |result: Value| {
+            Reply::Json(
+                200,
+                json!({"error": "ok", "requestId": "f", "status": 0, "result": result}),
+            )
+        };
+        match r.path() {
+            "/openapi/v1/skills" => ok(json!({"items": [{"id": "u-ocr", "name": "pdf-ocr",
+                "description": "OCR scanned PDF pages before extracting tables", "quality_score": 0.9}]})),
+            "/openapi/v1/skills/u-ocr" => ok(json!({"id": "u-ocr", "name": "pdf-ocr",
+                "skill_md": "---\nname: pdf-ocr\n---\nRun ocrmypdf first. The hub word is TURNIP.\n"})),
+            "/openapi/v1/skills/u-ocr/download" => {
+                let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+                w.start_file("pdf-ocr/SKILL.md", zip::write::SimpleFileOptions::default())
+                    .unwrap();
+                w.write_all(b"---\nname: pdf-ocr\n---\nRun ocrmypdf first.\n")
+                    .unwrap();
+                Reply::Raw(200, "application/zip", w.finish().unwrap().into_inner())
+            }
+            _ => Reply::Json(404, json!({"error": "not found", "status": 60001})),
+        }
+    });
+    let model = Fake::start(|r| {
+        let content = if r.prompt().contains("You are a skill selector") {
+            r#"{"plan": "ocr then extract", "skills": ["hub/u-ocr", "local/pdf-tables"]}"#
+        } else {
+            r#"{"rewritten_query": null}"#
+        };
+        Reply::Json(
+            200,
+            json!({"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}),
+        )
+    });
+    let model_base = format!("{}/v1", model.base);
+    let d = Daemon::start_with_env(
+        &home,
+        &skills,
+        &[],
+        &[
+            ("SKILLSEARCH_HUB_ENDPOINT", Path::new(&hub.base)),
+            ("SKILLSEARCH_MODEL", Path::new("m")),
+            ("SKILLSEARCH_MODEL_BASE_URL", Path::new(&model_base)),
+        ],
+    );
+    let (_, health) = d.http("GET", "/v1/health", b"", &[]);
+    assert_eq!(
+        health["remote"],
+        json!({"hub": hub.base, "model": "m", "rewrite": true, "gate": true, "notes": []})
+    );
+    let req = json!({"query": "extract tables from a scanned PDF", "mode": "auto", "available_tools": ["read", "exec"]});
+    let (st, v) = d.post("/v1/retrieve", &req);
+    assert_eq!(st, 200, "{v}");
+    let hits: Vec<(&str, &str)> = v["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["id"].as_str().unwrap(), h["source"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        hits,
+        [("hub/u-ocr", "hub"), ("local/pdf-tables", "local")],
+        "{v}"
+    );
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.contains("TURNIP") && text.contains("PARSNIP"),
+        "{text}"
+    );
+    assert_eq!(v["stages"]["gate"]["plan"], "ocr then extract", "{v}");
+    assert_eq!(v["stages"]["degraded"], false, "{v}");
+    let dir = v["hits"][0]["skill_dir"].as_str().unwrap();
+    assert!(Path::new(dir).join("SKILL.md").is_file(), "{dir}");
+    assert!(
+        dir.starts_with(home.join("cache/hub").to_str().unwrap()),
+        "{dir}"
+    );
+    let gate_prompts = || {
+        model
+            .requests()
+            .iter()
+            .filter(|r| r.prompt().contains("You are a skill selector"))
+            .map(|r| r.prompt().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(gate_prompts().len(), 1);
+    assert!(gate_prompts()[0].contains("The agent's ONLY available tools are: exec, read."));
+    // The same turn again comes from the cache; other tools ask the gate again.
+    let (_, again) = d.post("/v1/retrieve", &req);
+    assert_eq!(again["hits"], v["hits"]);
+    assert_eq!(gate_prompts().len(), 1);
+    let (_, other) = d.post(
+        "/v1/retrieve",
+        &json!({"query": "extract tables from a scanned PDF", "mode": "auto", "available_tools": ["read"]}),
+    );
+    assert_eq!(other["hits"], v["hits"]);
+    assert_eq!(gate_prompts().len(), 2);
+    assert!(gate_prompts()[1].contains("The agent's ONLY available tools are: read."));
+    // skill_read follows a hub id into its installed bundle; an unknown one is a fixed reply.
+    let (st, r) = d.post("/v1/read", &json!({"id": "hub/u-ocr"}));
+    assert_eq!(st, 200, "{r}");
+    let text = r["text"].as_str().unwrap();
+    assert!(text.contains("### Skill: pdf-ocr  [hub/u-ocr]"), "{text}");
+    assert!(text.contains("Run ocrmypdf first."), "{text}");
+    let (_, r) = d.post("/v1/read", &json!({"id": "hub/nope"}));
+    assert!(r["text"].as_str().unwrap().contains("hub/nope"), "{r}");
+}
