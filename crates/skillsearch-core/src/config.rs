@@ -195,7 +195,7 @@ pub const KEYS: &[KeyDef] = &[
             min: 0.0,
             max: 1000.0,
         },
-        default: "7.0",
+        default: "5.0",
         doc: "Fusion constant k: a hit at rank r of a retriever adds weight / (k + r).",
     },
     KeyDef {
@@ -215,7 +215,7 @@ pub const KEYS: &[KeyDef] = &[
             min: 0.0,
             max: 100.0,
         },
-        default: "1.1",
+        default: "0.9",
         doc: "Fusion weight of the semantic ranking.",
     },
     KeyDef {

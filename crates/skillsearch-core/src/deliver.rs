@@ -155,7 +155,12 @@ pub fn retrieve_turn(
     // 1. Rewrite.
     let mut search_query = query.to_owned();
     if let (Some(chat), Some(limit)) = (&remote.chat, remote.rewrite_timeout) {
-        let out = llm::rewrite(chat, query, turn.within(limit));
+        // At most half of what is left: the hub and the gate come after it.
+        let limit = match turn.remaining() {
+            Some(left) => turn.within(limit).min(left / 2),
+            None => limit,
+        };
+        let out = llm::rewrite(chat, query, limit);
         if let Some(e) = &out.error {
             notes.push(format!("{e}; searched the query as written"));
             stages.degraded = true;

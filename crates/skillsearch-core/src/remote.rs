@@ -132,13 +132,26 @@ pub struct Turn {
     pub deadline: Option<Instant>,
 }
 
+/// Time a remote step leaves before the turn's deadline for the local work after it (search,
+/// reading bodies, render).
+pub const LOCAL_RESERVE: Duration = Duration::from_millis(100);
+
 impl Turn {
-    /// `step`, cut to what is left before the turn's deadline.
+    /// `step`, cut to what is left before the turn's deadline less [`LOCAL_RESERVE`].
     pub fn within(&self, step: Duration) -> Duration {
         match self.deadline {
-            Some(d) => step.min(d.saturating_duration_since(Instant::now())),
+            Some(d) => step.min(
+                d.saturating_duration_since(Instant::now())
+                    .saturating_sub(LOCAL_RESERVE),
+            ),
             None => step,
         }
+    }
+
+    /// What is left of the turn (`None`: no deadline).
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
     /// The instant a step of length `step` must end by.
@@ -260,10 +273,10 @@ mod tests {
         let t = Turn::default();
         assert_eq!(t.within(Duration::from_secs(5)), Duration::from_secs(5));
         let t = Turn {
-            deadline: Some(Instant::now() + Duration::from_millis(100)),
+            deadline: Some(Instant::now() + Duration::from_millis(300)),
             ..Turn::default()
         };
-        assert!(t.within(Duration::from_secs(5)) <= Duration::from_millis(100));
+        assert!(t.within(Duration::from_secs(5)) <= Duration::from_millis(200));
         let t = Turn {
             deadline: Some(Instant::now() - Duration::from_millis(1)),
             ..Turn::default()

@@ -126,9 +126,9 @@ impl Default for SearchOptions {
             body_stopword_df: 0.5,
             stopword_min_docs: 10,
             retriever: Retriever::Hybrid,
-            rrf_k: 7.0,
+            rrf_k: 5.0,
             lexical_weight: 1.0,
-            semantic_weight: 1.1,
+            semantic_weight: 0.9,
             fusion_depth: 30,
         }
     }
