@@ -221,7 +221,8 @@ pub fn retrieve_turn(
         })
         .collect();
 
-    // 3. Fuse with the hub's hits.
+    // 3. Fuse with the hub's hits and those the host supplied.
+    let mut lists: Vec<(f32, Vec<RemoteHit>)> = Vec::new();
     if let (Some(h), Some((answer, took))) = (remote.hub.as_ref(), hub) {
         let mut report = SourceReport {
             source: h.name().to_owned(),
@@ -236,9 +237,7 @@ pub fn retrieve_turn(
                     .iter()
                     .map(|r| format!("{}: {}", r.id, r.reason))
                     .collect();
-                if !found.hits.is_empty() {
-                    cands = fuse_sources(cands, found.hits, h.weight(), opts.rrf_k, pool);
-                }
+                lists.push((h.weight(), found.hits));
             }
             Err(e) => {
                 notes.push(format!(
@@ -251,6 +250,33 @@ pub fn retrieve_turn(
         }
         stages.sources.push(report);
     }
+    for src in &turn.sources {
+        let cap = remote.per_source_max.max(1);
+        let mut hits: Vec<RemoteHit> = Vec::new();
+        let mut rejected = Vec::new();
+        for h in &src.hits {
+            if h.body.as_deref().is_none_or(|b| b.trim().is_empty()) {
+                rejected.push(format!("{}: no body", h.qualified_id));
+            } else if hits.len() >= cap {
+                rejected.push(format!(
+                    "{}: over the {cap} hits a source may add",
+                    h.qualified_id
+                ));
+            } else {
+                hits.push(h.clone());
+            }
+        }
+        stages.sources.push(SourceReport {
+            source: src.name.clone(),
+            hits: hits.iter().map(|h| h.qualified_id.clone()).collect(),
+            rejected,
+            ..SourceReport::default()
+        });
+        lists.push((src.weight, hits));
+    }
+    if lists.iter().any(|(_, l)| !l.is_empty()) {
+        cands = fuse_sources(cands, lists, opts.rrf_k, pool);
+    }
 
     // 4. Bodies: remote ones fetched (in parallel, within the hub deadline), local ones read.
     if let Some(h) = &remote.hub {
@@ -259,7 +285,7 @@ pub fn retrieve_turn(
             let jobs: Vec<_> = cands
                 .iter_mut()
                 .filter_map(|c| c.remote.as_mut())
-                .filter(|r| r.body.is_none())
+                .filter(|r| r.body.is_none() && is_hub(r))
                 .map(|r| {
                     sc.spawn(move || {
                         h.hydrate(r, until)
@@ -341,7 +367,7 @@ pub fn retrieve_turn(
     // 7. Cut to top_k; 8. install the selected hub bundles.
     cands.truncate(opts.top_k);
     if let Some(h) = &remote.hub
-        && cands.iter().any(|c| c.remote.is_some())
+        && cands.iter().any(|c| c.remote.as_ref().is_some_and(is_hub))
     {
         materialise(h, remote, index, turn, &mut cands, &mut stages, &mut notes);
     }
@@ -414,37 +440,45 @@ pub fn retrieve_turn(
     })
 }
 
-/// Weighted RRF of the local list (weight 1) and a remote one, collapsed on qualified id (a
+fn is_hub(r: &RemoteHit) -> bool {
+    r.qualified_id.starts_with("hub/")
+}
+
+/// Weighted RRF of the local list (weight 1) and the remote ones, collapsed on qualified id (a
 /// remote hit's `meta.origin` is its qualified id), best `keep` first.
 fn fuse_sources(
     local: Vec<Candidate>,
-    remote: Vec<RemoteHit>,
-    weight: f32,
+    remote: Vec<(f32, Vec<RemoteHit>)>,
     k: f32,
     keep: usize,
 ) -> Vec<Candidate> {
-    let lists = [
+    let mut lists = vec![(
+        1.0,
+        local.iter().map(|c| c.hit.qualified_id.clone()).collect(),
+    )];
+    lists.extend(remote.iter().map(|(w, hits)| {
         (
-            1.0,
-            local.iter().map(|c| c.hit.qualified_id.clone()).collect(),
-        ),
-        (
-            f64::from(weight),
-            remote.iter().map(|r| r.qualified_id.clone()).collect(),
-        ),
-    ];
+            f64::from(*w),
+            hits.iter().map(|r| r.qualified_id.clone()).collect(),
+        )
+    }));
     let fused = crate::fusion::rrf(&lists, f64::from(k));
     let mut pool: HashMap<String, Candidate> = local
         .into_iter()
         .map(|c| (c.hit.qualified_id.clone(), c))
         .collect();
-    for r in remote {
-        pool.entry(r.qualified_id.clone())
-            .or_insert_with(|| Candidate {
-                hit: Hit::remote(&r.qualified_id, &r.name, &r.description, 0.0),
+    for r in remote.into_iter().flat_map(|(_, hits)| hits) {
+        pool.entry(r.qualified_id.clone()).or_insert_with(|| {
+            let mut hit = Hit::remote(&r.qualified_id, &r.name, &r.description, 0.0);
+            if let Some(dir) = r.meta.get("skill_dir").and_then(|d| d.as_str()) {
+                hit.skill_dir = dir.into();
+            }
+            Candidate {
+                hit,
                 body: None,
                 remote: Some(r),
-            });
+            }
+        });
     }
     fused
         .into_iter()
@@ -511,7 +545,7 @@ fn materialise(
         let jobs: Vec<_> = cands
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| c.remote.as_ref().map(|r| (i, r)))
+            .filter_map(|(i, c)| c.remote.as_ref().filter(|r| is_hub(r)).map(|r| (i, r)))
             .map(|(i, r)| sc.spawn(move || (i, hub.install(r, until))))
             .collect();
         jobs.into_iter().filter_map(|j| j.join().ok()).collect()

@@ -130,6 +130,20 @@ pub struct Turn {
     pub tools: Option<Vec<String>>,
     /// When the whole retrieval must be done; each step's own deadline is cut to fit.
     pub deadline: Option<Instant>,
+    /// Skills the host found itself this turn, fused with the local and hub hits.
+    pub sources: Vec<HostSource>,
+}
+
+/// A ranked list of skills a host supplies with a turn (its own registry, a marketplace it
+/// already searched). Its hits must carry their bodies: nothing is fetched or installed for
+/// them. A hit's `meta.skill_dir`, when set, is rendered as its directory.
+#[derive(Debug, Clone, Default)]
+pub struct HostSource {
+    /// The label, also the prefix of its hits' qualified ids (`<name>/<id>`).
+    pub name: String,
+    pub weight: f32,
+    /// Best first.
+    pub hits: Vec<crate::source::RemoteHit>,
 }
 
 /// Time a remote step leaves before the turn's deadline for the local work after it (search,

@@ -310,6 +310,7 @@ fn the_gate_sees_the_original_query_and_the_tools_and_picks() {
     let t = Turn {
         tools: Some(vec!["read".into(), "exec".into(), "read".into()]),
         deadline: None,
+        ..Turn::default()
     };
     let got = turn(&w, QUERY, 2, &r, &t);
     assert_eq!(ids(&got), ["hub/u-pdf"], "{:#?}", got.stages);
@@ -453,6 +454,7 @@ fn a_hanging_hub_and_model_are_cut_at_the_turn_deadline() {
     let t = Turn {
         tools: None,
         deadline: Some(started + Duration::from_millis(900)),
+        ..Turn::default()
     };
     let got = turn(&w, QUERY, 2, &r, &t);
     let took = started.elapsed();

@@ -1046,6 +1046,7 @@ fn cmd_search(
             &Turn {
                 tools: None,
                 deadline: Some(started + Duration::from_millis(s.deadline_ms)),
+                ..Turn::default()
             },
         )?;
         for n in &r.notes {

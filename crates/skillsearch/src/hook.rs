@@ -173,6 +173,7 @@ fn retrieve_within_deadline(
                     tools: None,
                     // Leave the reply time to be written before the host's own deadline.
                     deadline: Some(turn_deadline),
+                    ..Turn::default()
                 },
             )?;
             Ok((r, open_ms))

@@ -154,6 +154,7 @@ impl SkillServer {
                         &Turn {
                             tools: None,
                             deadline: Some(started + deadline),
+                            ..Turn::default()
                         },
                     )
                 }) {
@@ -177,6 +178,7 @@ impl SkillServer {
                 let turn = Turn {
                     tools: None,
                     deadline: Some(started + deadline),
+                    ..Turn::default()
                 };
                 match engine.with_index(|idx| {
                     tools::skill_read_any(idx, &engine.remote, &id, path, &s.heading, &turn)

@@ -22,8 +22,9 @@ use skillsearch_core::decision_log::{Decision, DecisionLog};
 use skillsearch_core::deliver::{self, RenderOptions};
 use skillsearch_core::frontmatter::SkillMeta;
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
+use skillsearch_core::remote::HostSource;
 use skillsearch_core::tokens::TokenCounter;
-use skillsearch_core::{GateEnv, Remote, Roots, Turn, tools};
+use skillsearch_core::{GateEnv, Remote, RemoteHit, Roots, Turn, tools};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -134,6 +135,97 @@ struct RetrieveReq {
     top_k: Option<usize>,
     #[serde(default)]
     host: Option<String>,
+    /// Skills the host found itself, fused with the local and hub hits.
+    #[serde(default)]
+    sources: Vec<SourceReq>,
+}
+
+/// A host-supplied source: a name, a fusion weight and its hits, best first.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceReq {
+    name: String,
+    #[serde(default = "default_source_weight")]
+    weight: f32,
+    hits: Vec<SourceHitReq>,
+}
+
+fn default_source_weight() -> f32 {
+    1.0
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceHitReq {
+    id: String,
+    name: String,
+    #[serde(default)]
+    description: String,
+    body: String,
+    #[serde(default)]
+    skill_dir: Option<PathBuf>,
+}
+
+/// Most host sources per request, and hits read from each.
+const MAX_HOST_SOURCES: usize = 8;
+const MAX_HOST_HITS: usize = 20;
+
+/// Checks and converts the host's sources; the error names the field at fault.
+fn host_sources(reqs: Vec<SourceReq>) -> Result<Vec<HostSource>, ApiError> {
+    let bad = |m: String| ApiError(StatusCode::BAD_REQUEST, m);
+    if reqs.len() > MAX_HOST_SOURCES {
+        return Err(bad(format!(
+            "sources: {} given, at most {MAX_HOST_SOURCES}",
+            reqs.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(reqs.len());
+    for src in reqs {
+        let name = src.name.trim().to_owned();
+        let valid = !name.is_empty()
+            && name.len() <= 40
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid || name == "local" || name == "hub" || !seen.insert(name.clone()) {
+            return Err(bad(format!(
+                "sources: name `{}` must be 1-40 of [A-Za-z0-9_-], unique, and not `local` or `hub`",
+                src.name
+            )));
+        }
+        if !(src.weight.is_finite() && (0.0..=10.0).contains(&src.weight)) {
+            return Err(bad(format!(
+                "sources.{name}.weight {} is not a number from 0 to 10",
+                src.weight
+            )));
+        }
+        let hits = src
+            .hits
+            .into_iter()
+            .take(MAX_HOST_HITS)
+            .map(|h| {
+                let mut meta = json!({"source": name});
+                if let Some(d) = h.skill_dir.filter(|d| d.is_absolute() && d.is_dir()) {
+                    meta["skill_dir"] = json!(d);
+                }
+                RemoteHit {
+                    qualified_id: format!("{name}/{}", h.id.trim()),
+                    name: h.name,
+                    description: h.description,
+                    body: Some(h.body),
+                    score: 0.0,
+                    meta,
+                }
+            })
+            .collect();
+        out.push(HostSource {
+            name,
+            weight: src.weight,
+            hits,
+        });
+    }
+    Ok(out)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -339,7 +431,10 @@ impl App {
         let turn = Turn {
             tools: agent_tools.clone(),
             deadline: Some(started + self.deadline()),
+            sources: host_sources(req.sources)?,
         };
+        // Host-supplied skills differ turn by turn: such answers are not cached.
+        let cacheable = turn.sources.is_empty();
         let ws = self.workspace(roots);
         let app = self.clone();
         let work = async move {
@@ -364,7 +459,13 @@ impl App {
                 // The gate judges skills against the agent's tools.
                 agent_tools.filter(|_| app.remote.gate_on()),
             );
-            if let Some(hit) = app.cache.lock().ok().and_then(|c| c.get(&key)) {
+            if let Some(hit) = app
+                .cache
+                .lock()
+                .ok()
+                .filter(|_| cacheable)
+                .and_then(|c| c.get(&key))
+            {
                 return anyhow::Ok(hit);
             }
             let app2 = app.clone();
@@ -416,7 +517,10 @@ impl App {
             .await??;
             // An answer a failed remote part made poorer is not kept.
             let degraded = answer.1.as_ref().is_some_and(|r| r.stages.degraded);
-            if !degraded && let Ok(mut c) = app.cache.lock() {
+            if cacheable
+                && !degraded
+                && let Ok(mut c) = app.cache.lock()
+            {
                 c.put(key, answer.clone());
             }
             anyhow::Ok(answer)
@@ -495,6 +599,7 @@ impl App {
             let turn = Turn {
                 tools: None,
                 deadline: Some(started + app.deadline()),
+                ..Turn::default()
             };
             anyhow::Ok(
                 tokio::task::spawn_blocking(move || {

@@ -535,3 +535,65 @@ fn retrieve_with_a_hub_and_a_gate() {
     let (_, r) = d.post("/v1/read", &json!({"id": "hub/nope"}));
     assert!(r["text"].as_str().unwrap().contains("hub/nope"), "{r}");
 }
+
+/// A host supplies its own ranked skills with a turn: they are fused with the local ones, a
+/// copy of a local skill collapses into it, a hit without a body is refused, and bad sources
+/// are errors naming the field.
+#[test]
+fn host_supplied_sources_join_the_turn() {
+    let (_t, home, skills) = library();
+    let d = Daemon::start(&home, &skills, &[]);
+    let local_body = "The secret word is PARSNIP.";
+    let req = json!({
+        "query": "extract tables from a scanned PDF", "mode": "auto", "top_k": 3,
+        "sources": [{"name": "acme", "weight": 0.9, "hits": [
+            {"id": "ocr", "name": "pdf-ocr", "description": "OCR scanned PDFs", "body": "Run ocrmypdf. CARROT."},
+            {"id": "copy", "name": "pdf-tables", "description": "a copy", "body": local_body},
+            {"id": "empty", "name": "nothing", "body": "  "}
+        ]}]
+    });
+    let (st, v) = d.post("/v1/retrieve", &req);
+    assert_eq!(st, 200, "{v}");
+    let ids: Vec<&str> = v["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["local/pdf-tables", "acme/ocr"], "{v}");
+    assert_eq!(v["hits"][1]["source"], "acme");
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.contains("CARROT") && text.contains("PARSNIP"),
+        "{text}"
+    );
+    assert_eq!(
+        v["stages"]["duplicates"],
+        json!(["acme/copy: local/pdf-tables"]),
+        "{v}"
+    );
+    assert_eq!(
+        v["stages"]["sources"][0]["rejected"],
+        json!(["acme/empty: no body"])
+    );
+    for (bad, field) in [
+        (json!([{"name": "hub", "hits": []}]), "not `local` or `hub`"),
+        (json!([{"name": "a b", "hits": []}]), "[A-Za-z0-9_-]"),
+        (
+            json!([{"name": "x", "weight": 99, "hits": []}]),
+            "sources.x.weight 99",
+        ),
+        (
+            json!([{"name": "x", "hits": [{"id": "1", "name": "n"}]}]),
+            "missing field `body`",
+        ),
+    ] {
+        let (st, v) = d.post(
+            "/v1/retrieve",
+            &json!({"query": "pdf", "mode": "auto", "sources": bad}),
+        );
+        // A body that does not parse is axum's 422; a bad value is our 400.
+        assert!(st == 400 || st == 422, "{st} {v}");
+        assert!(v["error"].as_str().unwrap().contains(field), "{v}");
+    }
+}
