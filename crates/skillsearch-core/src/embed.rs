@@ -18,6 +18,13 @@ pub trait Embedder: Send + Sync {
     fn dim(&self) -> usize;
     /// One L2-normalised vector per text, in order.
     fn embed(&self, texts: &[&str]) -> crate::error::Result<Vec<Vec<f32>>>;
+    /// The vector of one query a search is waiting for. The default is [`Embedder::embed`];
+    /// a remote embedder bounds it by its (shorter) query deadline.
+    fn embed_query(&self, text: &str) -> crate::error::Result<Vec<f32>> {
+        self.embed(&[text])?.into_iter().next().ok_or_else(|| {
+            Error::Invalid(format!("the embedder `{}` returned no vector", self.id()))
+        })
+    }
 }
 
 /// The files a model directory must hold.

@@ -195,6 +195,9 @@ pub struct SkillIndex {
     keys: std::sync::Mutex<Option<(u64, std::sync::Arc<Vec<DocKey>>)>>,
     /// The semantic retriever, once a long-lived caller attached one.
     semantic: std::sync::RwLock<Option<std::sync::Arc<crate::semantic::Semantic>>>,
+    /// Why no semantic retriever is attached (no model, an endpoint that failed its probe),
+    /// for the note a search adds when it answers lexically instead.
+    semantic_off: std::sync::RwLock<Option<String>>,
 }
 
 fn now_ms() -> u64 {
@@ -325,6 +328,7 @@ impl SkillIndex {
             state: std::sync::Mutex::new(state),
             keys: Default::default(),
             semantic: Default::default(),
+            semantic_off: Default::default(),
         };
         // Opening the reader already opened every segment (a truncated file fails there); also
         // open each segment's fast-field columns, which is cheap and catches a damaged one.
@@ -473,11 +477,25 @@ impl SkillIndex {
         if let Ok(mut s) = self.semantic.write() {
             *s = Some(semantic);
         }
+        self.set_semantic_off(None);
     }
 
     /// The attached semantic retriever.
     pub fn semantic(&self) -> Option<std::sync::Arc<crate::semantic::Semantic>> {
         self.semantic.read().ok().and_then(|s| s.clone())
+    }
+
+    /// Records why no semantic retriever is attached (`None`: forget it). A search that wanted
+    /// one then says this in its notes instead of the generic "no sentence model loaded".
+    pub fn set_semantic_off(&self, why: Option<String>) {
+        if let Ok(mut s) = self.semantic_off.write() {
+            *s = why;
+        }
+    }
+
+    /// Why no semantic retriever is attached, when a caller said so.
+    pub fn semantic_off(&self) -> Option<String> {
+        self.semantic_off.read().ok().and_then(|s| s.clone())
     }
 
     /// Changes whenever a refresh commits: answers computed for one generation stay valid

@@ -286,15 +286,17 @@ impl SkillIndex {
         let want_semantic = opts.retriever != Retriever::Lexical && !query.trim().is_empty();
         let semantic = if want_semantic { self.semantic() } else { None };
         if want_semantic && semantic.is_none() {
-            result.notes.push(
-                "semantic retrieval is off in this process (no sentence model loaded): lexical only".into(),
-            );
+            result.notes.push(match self.semantic_off() {
+                Some(why) => format!("semantic retrieval is off: {why}"),
+                None => "semantic retrieval is off in this process (no sentence model loaded): lexical only".into(),
+            });
         }
-        let want_lexical = opts.retriever != Retriever::Semantic || semantic.is_none();
         if opts.top_k == 0 || (clauses.is_empty() && semantic.is_none()) {
             return Ok(result);
         }
-        let query_weight = (!clauses.is_empty() && want_lexical).then(|| {
+        // Built even when only the semantic retriever was asked for: if embedding the query
+        // fails (endpoint down or slow, a bad vector), the lexical one answers instead.
+        let query_weight = (!clauses.is_empty()).then(|| {
             BooleanQuery::new(clauses)
                 .weight(EnableScoring::enabled_from_searcher(&searcher))
                 .map_err(|e| self.index_err(e))
@@ -308,10 +310,7 @@ impl SkillIndex {
         let generation = searcher.generation().generation_id();
         let mut semantic_on = semantic.is_some();
         loop {
-            let (lexical, mut exhausted) = match &weight {
-                Some(w) => self.top_candidates(&searcher, w.as_ref(), limit)?,
-                None => (Vec::new(), true),
-            };
+            let mut exhausted = true;
             let mut nearest = Vec::new();
             if let Some(sem) = semantic.as_ref().filter(|_| semantic_on) {
                 match sem.search(self, query, limit) {
@@ -341,6 +340,16 @@ impl SkillIndex {
                     }
                 }
             }
+            let lexical_on =
+                weight.is_some() && (!semantic_on || opts.retriever != Retriever::Semantic);
+            let lexical = match weight.as_ref().filter(|_| lexical_on) {
+                Some(w) => {
+                    let (found, done) = self.top_candidates(&searcher, w.as_ref(), limit)?;
+                    exhausted &= done;
+                    found
+                }
+                None => Vec::new(),
+            };
             let ranked: Vec<Candidate> = if semantic_on {
                 let sem: Vec<Candidate> = nearest
                     .into_iter()
@@ -351,16 +360,16 @@ impl SkillIndex {
                         addr: c.key.address,
                     })
                     .collect();
-                if weight.is_none() || opts.retriever == Retriever::Semantic {
-                    sem
-                } else {
+                if lexical_on {
                     fuse(lexical, sem, opts)
+                } else {
+                    sem
                 }
             } else {
                 lexical
             };
             result.retrievers.clear();
-            if weight.is_some() && (!semantic_on || opts.retriever != Retriever::Semantic) {
+            if lexical_on {
                 result.retrievers.push("lexical");
             }
             if semantic_on {

@@ -439,7 +439,9 @@ impl Semantic {
         Ok(todo.len())
     }
 
-    /// The query's vector, remembered for repeated queries.
+    /// The query's vector, remembered for repeated queries. A failure (the embedder's error, a
+    /// wrong dimension, a value that is not finite) says that the query's embedding failed and
+    /// why; nothing is remembered then, so the next search tries again.
     pub fn query_vector(&self, query: &str) -> Result<Arc<Vec<f32>>> {
         if let Ok(c) = self.queries.lock()
             && let Some(v) = c.0.get(query)
@@ -447,20 +449,28 @@ impl Semantic {
             return Ok(v.clone());
         }
         let stored = self.store.get(text_hash(query));
+        let failed = |why: String| {
+            Error::Invalid(format!(
+                "embedding the query with `{}` failed: {why}",
+                self.embedder.id()
+            ))
+        };
         let v = Arc::new(match stored {
             Some(v) => v,
             None => self
                 .embedder
-                .embed(&[query])?
-                .into_iter()
-                .next()
-                .unwrap_or_default(),
+                .embed_query(query)
+                .map_err(|e| failed(e.to_string()))?,
         });
-        if v.len() != self.embedder.dim() || v.iter().any(|x| !x.is_finite()) {
-            return Err(Error::Invalid(format!(
-                "the embedder `{}` returned an unusable query vector",
-                self.embedder.id()
+        if v.len() != self.store.dim {
+            return Err(failed(format!(
+                "a vector of {} values, expected {}",
+                v.len(),
+                self.store.dim
             )));
+        }
+        if v.iter().any(|x| !x.is_finite()) {
+            return Err(failed("the vector holds values that are not finite".into()));
         }
         if let Ok(mut c) = self.queries.lock() {
             let (map, order) = &mut *c;

@@ -7,136 +7,13 @@ use serde_json::{Value, json};
 use skillsearch_core::Embedder;
 use skillsearch_core::config::{EmbeddingSettings, ModelSettings, Secret};
 use skillsearch_core::llm::{self, ChatClient, GateCandidate, GateOptions, RemoteEmbedder};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One request the fake server received.
-#[derive(Debug, Clone)]
-struct Req {
-    path: String,
-    /// Header names lower-cased.
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-impl Req {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// What the fake server answers.
-enum Reply {
-    /// Status and body.
-    Body(u16, String),
-    /// Waits, then answers.
-    Late(Duration, Box<Reply>),
-    /// Sends the headers and half the body, then stalls.
-    Stall(Duration),
-}
-
-type Handler = dyn Fn(&Req) -> Reply + Send + Sync;
-
-/// A fixed answer for a fault case.
-type Responder = fn(&Req) -> Reply;
-
-struct Fake {
-    base: String,
-    seen: Arc<Mutex<Vec<Req>>>,
-}
-
-impl Fake {
-    fn start(handler: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> Fake {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}/v1", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let handler: Arc<Handler> = Arc::new(handler);
-        let log = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (handler, log) = (handler.clone(), log.clone());
-                std::thread::spawn(move || {
-                    let _ = serve_one(stream, &*handler, &log);
-                });
-            }
-        });
-        Fake { base, seen }
-    }
-
-    fn requests(&self) -> Vec<Req> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-fn serve_one(
-    mut stream: TcpStream,
-    handler: &Handler,
-    log: &Mutex<Vec<Req>>,
-) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        reader.read_line(&mut h)?;
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
-        }
-    }
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body)?;
-    let req = Req {
-        path,
-        headers,
-        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-    };
-    log.lock().unwrap().push(req.clone());
-    let mut reply = handler(&req);
-    loop {
-        match reply {
-            Reply::Late(d, r) => {
-                std::thread::sleep(d);
-                reply = *r;
-            }
-            Reply::Stall(d) => {
-                let body = r#"{"data": [{"index": 0, "embedding": [0.1,"#;
-                write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len() + 100
-                )?;
-                stream.flush()?;
-                std::thread::sleep(d);
-                return Ok(());
-            }
-            Reply::Body(status, body) => {
-                write!(
-                    stream,
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )?;
-                return stream.flush();
-            }
-        }
-    }
-}
+mod common;
+use common::fake_openai::{Fake, Reply, Req, Responder, dead_base, vectors};
 
 /// A chat completion whose message is `content`.
 fn chat(content: &str) -> Reply {
@@ -145,16 +22,6 @@ fn chat(content: &str) -> Reply {
         json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]})
             .to_string(),
     )
-}
-
-/// Embeddings: one vector per input, `f(i)` for input i, listed in reverse index order.
-fn vectors(req: &Req, f: impl Fn(usize) -> Value) -> Reply {
-    let n = req.body["input"].as_array().map_or(0, Vec::len);
-    let data: Vec<Value> = (0..n)
-        .rev()
-        .map(|i| json!({"object": "embedding", "index": i, "embedding": f(i)}))
-        .collect();
-    Reply::Body(200, json!({"object": "list", "data": data}).to_string())
 }
 
 const KEY: &str = "sk-test-0123456789";
@@ -179,14 +46,6 @@ fn embedder(base: &str, dim: Option<usize>, batch: usize, timeout: Duration) -> 
         timeout,
     })
     .unwrap()
-}
-
-/// A base URL where nothing listens.
-fn dead_base() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    drop(l);
-    format!("http://{addr}/v1")
 }
 
 fn cands() -> Vec<GateCandidate> {

@@ -275,7 +275,8 @@ enum ModelsCommand {
         #[arg(long)]
         name: Option<String>,
     },
-    /// The model retrieval would use, and where it was found
+    /// The embedder retrieval would use: `remote: <endpoint> model <m>` when embedding_base_url
+    /// is set, else `local: <model dir>`
     Show,
 }
 
@@ -743,15 +744,14 @@ fn dispatch(cli: Cli) -> Result<u8> {
             command: ModelsCommand::Show,
         } => {
             let s = settings(&home, cfg, Flags::default())?;
-            match skillsearch_core::embed::find_model_dir(&home, s.embedding_model_dir.as_deref())?
-            {
-                Some(dir) => {
-                    out.line(&dir.display().to_string())?;
+            match crate::embedding::describe(&home, &s)? {
+                Some(what) => {
+                    out.line(&what)?;
                     Ok(0)
                 }
                 None => {
                     out.line(&format!(
-                        "no model: retrieval is lexical (looked in {}; see `skillsearch models add`)",
+                        "no model: retrieval is lexical (looked in {}; see `skillsearch models add`, or set embedding_base_url)",
                         skillsearch_core::embed::models_dir(&home).display()
                     ))?;
                     Ok(EXIT_NO_HITS)
@@ -1354,7 +1354,7 @@ fn cmd_eval(
         // Query vectors stored like skills', so repeated runs (tuning) skip the model; the
         // latencies then leave the query's embedding out.
         let texts: Vec<&str> = labelled.iter().map(|q| q.query.as_str()).collect();
-        sem.store_queries(&texts, crate::embedding::BATCH)?;
+        sem.store_queries(&texts, crate::embedding::batch(s))?;
     }
     let n_skills = idx.doc_keys()?.iter().filter(|k| k.valid).count();
     // Eval measures ranking, so it does not gate on this machine's PATH or environment.

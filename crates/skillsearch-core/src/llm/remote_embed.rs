@@ -21,6 +21,8 @@ pub struct RemoteEmbedder {
     dim: OnceLock<usize>,
     batch: usize,
     timeout: Duration,
+    /// Deadline of a query's embedding (a search waits for it): at most `timeout`.
+    query_timeout: Duration,
 }
 
 impl fmt::Debug for RemoteEmbedder {
@@ -32,6 +34,7 @@ impl fmt::Debug for RemoteEmbedder {
             .field("dim", &self.dim.get())
             .field("batch", &self.batch)
             .field("timeout", &self.timeout)
+            .field("query_timeout", &self.query_timeout)
             .finish()
     }
 }
@@ -63,7 +66,25 @@ impl RemoteEmbedder {
             dim,
             batch: s.batch.max(1),
             timeout: s.timeout,
+            query_timeout: s.timeout,
         })
+    }
+
+    /// Bounds a query's embedding by `d` as well as by `embedding_timeout_s` (the shorter
+    /// wins), so a slow endpoint costs a search at most `d` before it answers lexically.
+    pub fn with_query_timeout(mut self, d: Duration) -> Self {
+        self.query_timeout = d.min(self.timeout);
+        self
+    }
+
+    /// The embeddings URL (`<base>/embeddings`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The model id sent to the endpoint.
+    pub fn model(&self) -> &str {
+        &self.model
     }
 
     /// Learns the dimension with one request when it is not known yet.
@@ -82,9 +103,9 @@ impl RemoteEmbedder {
         }
     }
 
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+    fn embed_batch(&self, texts: &[&str], timeout: Duration) -> Result<Vec<Vec<f32>>> {
         let body = json!({"model": self.model, "input": texts});
-        let reply = post_json(&self.agent, &self.url, &self.api_key, &body, self.timeout)?;
+        let reply = post_json(&self.agent, &self.url, &self.api_key, &body, timeout)?;
         let data = reply
             .get("data")
             .and_then(Value::as_array)
@@ -159,8 +180,14 @@ impl Embedder for RemoteEmbedder {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(self.batch) {
-            out.extend(self.embed_batch(chunk)?);
+            out.extend(self.embed_batch(chunk, self.timeout)?);
         }
         Ok(out)
+    }
+
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        self.embed_batch(&[text], self.query_timeout)?
+            .pop()
+            .ok_or_else(|| self.bad("no embedding for the query".into()))
     }
 }
