@@ -532,6 +532,17 @@ fn skills_list_pages_through_a_large_library() {
         )
         .unwrap();
     }
+    // A skill whose tree is too large for a manifest.
+    let big = skills.join("big");
+    fs::create_dir_all(big.join("references")).unwrap();
+    fs::write(
+        big.join("SKILL.md"),
+        "---\nname: zz-big\ndescription: A skill with many files\n---\n\nBig.\n",
+    )
+    .unwrap();
+    for i in 0..520 {
+        fs::write(big.join(format!("references/f{i:03}.md")), format!("{i}\n")).unwrap();
+    }
     let home = tmp.path().join("home");
     let mut s = Server::start(&home, &skills, "on_demand");
     s.initialize("2025-11-25");
@@ -555,10 +566,23 @@ fn skills_list_pages_through_a_large_library() {
         assert!(pages < 5, "pagination does not end");
     }
     assert_eq!(pages, 2);
-    let expected: Vec<String> = (0..150)
+    let mut expected: Vec<String> = (0..150)
         .map(|i| format!("skill://skill-{i:03}/SKILL.md"))
         .collect();
+    expected.push("skill://zz-big/SKILL.md".into());
     assert_eq!(all, expected);
+    let r = s.request(
+        json!(7),
+        "skills/get",
+        json!({"uri": "skill://zz-big/SKILL.md"}),
+    );
+    assert_eq!(r["result"]["skill"]["resources"], "dynamic", "{r}");
+    let r = s.request(
+        json!(8),
+        "resources/read",
+        json!({"uri": "skill://zz-big/references/f519.md"}),
+    );
+    assert_eq!(r["result"]["contents"][0]["text"], "519\n", "{r}");
     let r = s.request(json!(9), "skills/list", json!({"cursor": "garbage"}));
     assert_eq!(r["error"]["code"], -32602, "{r}");
 }
