@@ -284,6 +284,13 @@ pub fn read(cat: &Catalogue, uri: &str) -> Result<ResourceContents, McpError> {
     let entry = cat
         .get(&target.name)
         .ok_or_else(|| McpError::resource_not_found(format!("unknown skill in {uri}"), None))?;
+    // As deep as the manifest walk goes, and no deeper.
+    if target.segments.len() > MAX_DEPTH + 1 {
+        return Err(McpError::resource_not_found(
+            format!("no such skill file {uri}"),
+            None,
+        ));
+    }
     let full = resolve(entry, &target, uri)?;
     let meta = std::fs::metadata(&full)
         .map_err(|_| McpError::resource_not_found(format!("no such skill file {uri}"), None))?;
@@ -315,11 +322,17 @@ pub fn read(cat: &Catalogue, uri: &str) -> Result<ResourceContents, McpError> {
 
 fn contents(uri: &str, bytes: Vec<u8>) -> ResourceContents {
     let mime = mime_of(uri);
-    if !bytes.contains(&0)
-        && let Ok(text) = String::from_utf8(bytes.clone())
-    {
-        return ResourceContents::text(text, uri).with_mime_type(mime.unwrap_or("text/plain"));
-    }
+    let bytes = if bytes.contains(&0) {
+        bytes
+    } else {
+        match String::from_utf8(bytes) {
+            Ok(text) => {
+                return ResourceContents::text(text, uri)
+                    .with_mime_type(mime.unwrap_or("text/plain"));
+            }
+            Err(e) => e.into_bytes(),
+        }
+    };
     use base64::Engine as _;
     ResourceContents::blob(
         base64::engine::general_purpose::STANDARD.encode(&bytes),
