@@ -1,4 +1,6 @@
-//! `skillsearch mcp` over a pipe: raw JSON-RPC for every protocol era and bad input, then the
+//! `skillsearch mcp` over a pipe: raw JSON-RPC for every protocol era and bad input, the MCP
+//! Skills extension (listing rules, manifests checked against the bytes read, refused escapes,
+//! pagination; the Python `mcp` 2.3.0 client has no skills API), then the
 //! real clients (Python `mcp` 2.3.0 in auto and legacy modes, the TypeScript SDK 1.32.2 and the
 //! inspector CLI) when `MCP_CLIENT_TESTS=1` says they are installed (`.ci/run` installs
 //! them from `tests/mcp-clients`).
