@@ -147,7 +147,26 @@ pub fn parse(text: &str, dir_name: &str) -> ParsedSkill {
     if let Some((code, message)) = problem {
         problems.push((code, message.to_owned()));
     }
-    let map = match fm {
+    let map = mapping(fm, &mut problems);
+    let meta = meta_from_map(&map, dir_name, &mut problems);
+    let body = body.trim_start_matches(['\n', '\r']).to_owned();
+    ParsedSkill {
+        meta,
+        body,
+        problems,
+    }
+}
+
+/// Every frontmatter field of a `SKILL.md` as written (YAML, or the line reader's reading of
+/// a file YAML rejects); empty without frontmatter. For callers that pass the author's fields
+/// on, such as the MCP Skills extension.
+pub fn fields(text: &str) -> Map<String, Value> {
+    mapping(split(text).0, &mut Vec::new())
+}
+
+/// The frontmatter as a mapping: YAML first, the tolerant line reader when YAML fails.
+fn mapping(fm: Option<&str>, problems: &mut Vec<(&'static str, String)>) -> Map<String, Value> {
+    match fm {
         None => Map::new(),
         Some(fm) => match serde_saphyr::from_str::<Value>(fm) {
             Ok(Value::Object(map)) => map,
@@ -172,13 +191,6 @@ pub fn parse(text: &str, dir_name: &str) -> ParsedSkill {
                 fallback(fm)
             }
         },
-    };
-    let meta = meta_from_map(&map, dir_name, &mut problems);
-    let body = body.trim_start_matches(['\n', '\r']).to_owned();
-    ParsedSkill {
-        meta,
-        body,
-        problems,
     }
 }
 

@@ -5,6 +5,7 @@ mod cli;
 mod embedding;
 mod hook;
 mod mcp;
+mod mcp_skills;
 mod output;
 mod serve;
 mod setup;

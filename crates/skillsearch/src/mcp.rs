@@ -1,7 +1,10 @@
 //! `skillsearch mcp`: the MCP stdio server, on the official Rust SDK (rmcp), which speaks every
 //! protocol version from 2024-11-05 to the stateless 2026-07-28. In `on_demand` mode it offers
 //! `skill_search` and `skill_read`; in `auto` mode it offers no tools (a host's per-turn hook
-//! injects instead) and stays up. stdout carries JSON-RPC only; logs go to stderr.
+//! injects instead) and stays up. In both modes it serves the MCP Skills extension
+//! (`skills/list`, `skills/get`, the files through `resources/read` and
+//! `resources/directory/read`; see `mcp_skills`) over the same index: a catalogue the client
+//! pulls, not a tool the model calls. stdout carries JSON-RPC only; logs go to stderr.
 //!
 //! One warm index per process: it is opened on a background thread at start, re-checked
 //! against the disk when the last check is older than `refresh_ms`, and every call has the
@@ -9,10 +12,13 @@
 //! a protocol error.
 
 use crate::cli::{options, roots_of};
+use crate::mcp_skills::{self, Catalogue};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool,
+    GetSkillRequestParams, GetSkillResult, Implementation, ListResourcesResult, ListSkillsResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceDirectoryRequestParams,
+    ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -42,6 +48,8 @@ struct Engine {
     gate: GateEnv,
     /// The hub, rewrite and gate the settings configure.
     remote: Remote,
+    /// The Skills extension's catalogue and the index generation it was built from.
+    catalogue: Mutex<Option<(u64, Arc<Catalogue>)>>,
 }
 
 impl Engine {
@@ -77,6 +85,25 @@ impl Engine {
         // Not under the lock: a turn with remote steps may take seconds.
         drop(slot);
         Ok(f(&idx))
+    }
+
+    /// The Skills extension's catalogue of the index as it is now (rebuilt after a commit).
+    fn catalogue(&self) -> anyhow::Result<Arc<Catalogue>> {
+        self.with_index(|idx| {
+            let generation = idx.generation();
+            let mut slot = self
+                .catalogue
+                .lock()
+                .map_err(|_| anyhow::anyhow!("catalogue lock poisoned"))?;
+            if let Some((g, cat)) = slot.as_ref()
+                && *g == generation
+            {
+                return Ok(cat.clone());
+            }
+            let cat = Arc::new(Catalogue::build(idx, &self.gate)?);
+            *slot = Some((generation, cat.clone()));
+            Ok(cat)
+        })?
     }
 
     fn log(&self, d: &Decision) {
@@ -128,6 +155,23 @@ fn text_arg(args: &Option<serde_json::Map<String, Value>>, key: &str) -> String 
 }
 
 impl SkillServer {
+    /// Runs a Skills-extension request on a blocking thread with the current catalogue.
+    async fn with_catalogue<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Catalogue) -> Result<T, McpError> + Send + 'static,
+    ) -> Result<T, McpError> {
+        let engine = self.engine.clone();
+        tokio::task::spawn_blocking(move || {
+            let cat = engine.catalogue().map_err(|e| {
+                tracing::warn!(target: "mcp", error = %format!("{e:#}"), "skills: the index is unavailable");
+                McpError::internal_error(format!("the skill index is unavailable: {e:#}"), None)
+            })?;
+            f(&cat)
+        })
+        .await
+        .map_err(|e| McpError::internal_error(format!("skills request failed: {e}"), None))?
+    }
+
     /// Runs one tool call on a blocking thread, bounded by the deadline.
     async fn call(&self, name: &str, args: Option<serde_json::Map<String, Value>>) -> String {
         let engine = self.engine.clone();
@@ -217,9 +261,96 @@ impl SkillServer {
 
 impl ServerHandler for SkillServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
-            Implementation::new("skillsearch", env!("CARGO_PKG_VERSION")),
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_skills_with_directory_read()
+                .build(),
         )
+        .with_server_info(Implementation::new(
+            "skillsearch",
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    async fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        let cursor = request.and_then(|r| r.cursor);
+        self.with_catalogue(move |cat| {
+            let (page, next) = cat.page(cursor.as_deref())?;
+            let mut result = ListSkillsResult::with_all_items(mcp_skills::skills(page));
+            result.next_cursor = next;
+            Ok(result)
+        })
+        .await
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        let uri = request.uri;
+        self.with_catalogue(move |cat| {
+            let unknown = || McpError::invalid_params(format!("unknown skill {uri}"), None);
+            let target = mcp_skills::parse_uri(&uri)?.ok_or_else(unknown)?;
+            let entry = cat
+                .get(&target.name)
+                .filter(|e| e.uri == uri)
+                .ok_or_else(unknown)?;
+            let skill = mcp_skills::skill(entry).map_err(|why| {
+                McpError::invalid_params(format!("skill {uri} cannot be served: {why}"), None)
+            })?;
+            Ok(GetSkillResult::new(skill))
+        })
+        .await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let cursor = request.and_then(|r| r.cursor);
+        self.with_catalogue(move |cat| {
+            let (page, next) = cat.page(cursor.as_deref())?;
+            let mut result =
+                ListResourcesResult::with_all_items(mcp_skills::skill_md_resources(page));
+            result.next_cursor = next;
+            Ok(result)
+        })
+        .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri;
+        self.with_catalogue(move |cat| {
+            let contents = mcp_skills::read(cat, &uri)?;
+            Ok(ReadResourceResult::new(vec![contents]).into())
+        })
+        .await
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, McpError> {
+        let uri = request.uri;
+        self.with_catalogue(move |cat| {
+            Ok(ReadResourceDirectoryResult::with_all_items(
+                mcp_skills::read_directory(cat, &uri)?,
+            ))
+        })
+        .await
     }
 
     async fn list_tools(
@@ -276,6 +407,7 @@ pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
         counter: TokenCounter::new(),
         gate: GateEnv::from_process(),
         remote,
+        catalogue: Mutex::new(None),
     });
     // Warm the index while the client initialises.
     {

@@ -1,4 +1,6 @@
-//! `skillsearch mcp` over a pipe: raw JSON-RPC for every protocol era and bad input, then the
+//! `skillsearch mcp` over a pipe: raw JSON-RPC for every protocol era and bad input, the MCP
+//! Skills extension (listing rules, manifests checked against the bytes read, refused escapes,
+//! pagination; the Python `mcp` 2.3.0 client has no skills API), then the
 //! real clients (Python `mcp` 2.3.0 in auto and legacy modes, the TypeScript SDK 1.32.2 and the
 //! inspector CLI) when `MCP_CLIENT_TESTS=1` says they are installed (`.ci/run` installs
 //! them from `tests/mcp-clients`).
@@ -17,11 +19,16 @@ struct Server {
 
 impl Server {
     fn start(home: &Path, skills: &Path, mode: &str) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
-            .arg("--home")
-            .arg(home)
-            .args(["mcp", "--mode", mode, "--skills"])
-            .arg(skills)
+        Server::start_roots(home, &[skills], mode)
+    }
+
+    fn start_roots(home: &Path, roots: &[&Path], mode: &str) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_skillsearch"));
+        cmd.arg("--home").arg(home).args(["mcp", "--mode", mode]);
+        for r in roots {
+            cmd.arg("--skills").arg(r);
+        }
+        let mut child = cmd
             .env_remove("SKILLSEARCH_HOME")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -216,6 +223,370 @@ fn tools_follow_the_mode_and_bad_input_gets_answers() {
         json!([]),
         "the server stays up in auto mode"
     );
+}
+
+/// Two roots: `pdf-tables` with files of every kind (text, binary, dotfile, tool directory,
+/// symlinks in and out), an invalidly named skill, `shared` in both roots (the second
+/// shadowed) and a skill the gate excludes. Returns (tmp, home, first root, second root).
+fn catalogue_library() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    let skill = |root: &Path, dir: &str, front: &str, body: &str| {
+        let d = root.join(dir);
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("SKILL.md"), format!("---\n{front}\n---\n\n{body}\n")).unwrap();
+        d
+    };
+    let d = skill(
+        &a,
+        "pdf-tables",
+        "name: pdf-tables\ndescription: Extract tables from scanned PDF files\nlicense: MIT",
+        "The secret word is PARSNIP.",
+    );
+    fs::create_dir_all(d.join("references/deep")).unwrap();
+    fs::write(d.join("references/notes.md"), "Notes about tables.\n").unwrap();
+    fs::write(d.join("references/deep/more.md"), "More notes.\n").unwrap();
+    fs::create_dir_all(d.join("scripts")).unwrap();
+    fs::write(d.join("scripts/run.py"), "print('hi')\n").unwrap();
+    fs::create_dir_all(d.join("assets")).unwrap();
+    fs::write(d.join("assets/logo.bin"), [0u8, 159, 146, 150, 1, 2, 255]).unwrap();
+    fs::write(d.join(".secret"), "TOKEN=1\n").unwrap();
+    fs::create_dir_all(d.join("node_modules")).unwrap();
+    fs::write(d.join("node_modules/x.js"), "x\n").unwrap();
+    fs::write(tmp.path().join("outside.txt"), "OUTSIDE\n").unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("outside.txt"), d.join("escape.txt")).unwrap();
+    std::os::unix::fs::symlink(d.join("references/notes.md"), d.join("link.md")).unwrap();
+    skill(
+        &a,
+        "bad",
+        "name: Bad_Name\ndescription: A name the extension rejects",
+        "Bad.",
+    );
+    skill(
+        &a,
+        "shared",
+        "name: shared\ndescription: The first shared skill",
+        "FIRST copy.",
+    );
+    skill(
+        &b,
+        "shared",
+        "name: shared\ndescription: The second shared skill",
+        "SECOND copy.",
+    );
+    skill(
+        &b,
+        "gated",
+        "name: gated\ndescription: Needs a binary nobody has\nmetadata: {\"openclaw\": {\"requires\": {\"bins\": [\"skillsearch-no-such-binary\"]}}}",
+        "Gated.",
+    );
+    let home = tmp.path().join("home");
+    (tmp, home, a, b)
+}
+
+/// The bytes of a `resources/read` result.
+fn served_bytes(r: &Value) -> Vec<u8> {
+    use base64::Engine as _;
+    let c = &r["result"]["contents"][0];
+    match (c["text"].as_str(), c["blob"].as_str()) {
+        (Some(t), None) => t.as_bytes().to_vec(),
+        (None, Some(b)) => base64::engine::general_purpose::STANDARD.decode(b).unwrap(),
+        _ => panic!("neither text nor blob: {r}"),
+    }
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(bytes);
+    format!(
+        "sha256:{}",
+        h.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+fn uris(r: &Value, key: &str) -> Vec<String> {
+    r["result"][key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key}: {r}"))
+        .iter()
+        .map(|s| s["uri"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn skills_extension_lists_gets_and_serves_files() {
+    let (tmp, home, a, b) = catalogue_library();
+    let mut s = Server::start_roots(&home, &[&a, &b], "on_demand");
+    let init = s.initialize("2025-11-25");
+    let caps = &init["result"]["capabilities"];
+    assert_eq!(
+        caps["extensions"]["io.modelcontextprotocol/skills"],
+        json!({"directoryRead": true}),
+        "{init}"
+    );
+    assert!(caps["resources"].is_object(), "{init}");
+    assert!(caps["tools"].is_object(), "{init}");
+    let r = s.request(json!(1), "tools/list", json!({}));
+    let names: Vec<_> = r["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("skill_search"), json!("skill_read")]);
+
+    // Listed: the valid, unshadowed, eligible skills; left out: `Bad_Name`, the second
+    // `shared`, `gated`.
+    let r = s.request(json!(2), "skills/list", json!({}));
+    assert_eq!(
+        uris(&r, "skills"),
+        ["skill://pdf-tables/SKILL.md", "skill://shared/SKILL.md"],
+        "{r}"
+    );
+    assert!(r["result"].get("nextCursor").is_none(), "{r}");
+
+    let r = s.request(
+        json!(3),
+        "skills/get",
+        json!({"uri": "skill://pdf-tables/SKILL.md"}),
+    );
+    let skill = &r["result"]["skill"];
+    assert_eq!(skill["uri"], "skill://pdf-tables/SKILL.md", "{r}");
+    assert_eq!(skill["frontmatter"]["name"], "pdf-tables");
+    assert_eq!(
+        skill["frontmatter"]["description"],
+        "Extract tables from scanned PDF files"
+    );
+    assert_eq!(skill["frontmatter"]["license"], "MIT");
+    let manifest = skill["resources"].as_array().unwrap();
+    let listed: Vec<&str> = manifest
+        .iter()
+        .map(|f| f["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "skill://pdf-tables/SKILL.md",
+            "skill://pdf-tables/assets/logo.bin",
+            "skill://pdf-tables/references/notes.md",
+            "skill://pdf-tables/references/deep/more.md",
+            "skill://pdf-tables/scripts/run.py",
+        ],
+        "no dotfiles, tool directories or symlinks: {r}"
+    );
+    for (i, f) in manifest.iter().enumerate() {
+        let r = s.request(json!(100 + i), "resources/read", json!({"uri": f["uri"]}));
+        assert_eq!(r["result"]["contents"][0]["uri"], f["uri"], "{r}");
+        let bytes = served_bytes(&r);
+        assert_eq!(bytes.len() as u64, f["size"].as_u64().unwrap(), "{f}");
+        assert_eq!(sha256(&bytes), f["digest"].as_str().unwrap(), "{f}");
+    }
+    let r = s.request(
+        json!(4),
+        "resources/read",
+        json!({"uri": "skill://pdf-tables/SKILL.md"}),
+    );
+    assert_eq!(
+        served_bytes(&r),
+        fs::read(a.join("pdf-tables/SKILL.md")).unwrap()
+    );
+    assert_eq!(r["result"]["contents"][0]["mimeType"], "text/markdown");
+    let r = s.request(
+        json!(5),
+        "resources/read",
+        json!({"uri": "skill://pdf-tables/assets/logo.bin"}),
+    );
+    assert!(r["result"]["contents"][0]["blob"].is_string(), "{r}");
+    // The name resolves to the first root's `shared`.
+    let r = s.request(
+        json!(6),
+        "resources/read",
+        json!({"uri": "skill://shared/SKILL.md"}),
+    );
+    assert!(
+        String::from_utf8(served_bytes(&r))
+            .unwrap()
+            .contains("FIRST"),
+        "{r}"
+    );
+
+    // Outside the skill directory, hidden, or through a symlink: refused.
+    for (i, uri) in [
+        "skill://pdf-tables/../shared/SKILL.md",
+        "skill://pdf-tables/%2E%2E/%2E%2E/outside.txt",
+        "skill://pdf-tables/references%2F..%2F..%2Fshared%2FSKILL.md",
+        "skill://pdf-tables/escape.txt",
+        "skill://pdf-tables/link.md",
+        "skill://pdf-tables/.secret",
+        "skill://pdf-tables/node_modules/x.js",
+        "skill://pdf-tables/references",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let r = s.request(json!(200 + i), "resources/read", json!({"uri": uri}));
+        assert_eq!(r["error"]["code"], -32602, "{uri}: {r}");
+        assert!(
+            !r.to_string().contains("OUTSIDE") && !r.to_string().contains("TOKEN"),
+            "{r}"
+        );
+    }
+
+    // Unknown skills and files.
+    for (i, uri) in [
+        "skill://nope/SKILL.md",
+        "skill://gated/SKILL.md",
+        "skill://Bad_Name/SKILL.md",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let r = s.request(json!(300 + i), "skills/get", json!({"uri": uri}));
+        assert_eq!(r["error"]["code"], -32602, "{uri}: {r}");
+    }
+    // Resource not found: -32002 before 2026-07-28 (the SDK answers -32602 from then on).
+    for (i, uri) in [
+        "skill://nope/SKILL.md",
+        "skill://pdf-tables/references/missing.md",
+        "file:///etc/hostname",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let r = s.request(json!(400 + i), "resources/read", json!({"uri": uri}));
+        assert_eq!(r["error"]["code"], -32002, "{uri}: {r}");
+    }
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": {}});
+    let r = s.request(
+        json!(410),
+        "resources/read",
+        json!({"uri": "skill://nope/SKILL.md", "_meta": meta}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+
+    // Directories.
+    let r = s.request(
+        json!(7),
+        "resources/directory/read",
+        json!({"uri": "skill://pdf-tables"}),
+    );
+    assert_eq!(
+        uris(&r, "resources"),
+        [
+            "skill://pdf-tables/assets",
+            "skill://pdf-tables/references",
+            "skill://pdf-tables/scripts",
+            "skill://pdf-tables/SKILL.md",
+        ],
+        "{r}"
+    );
+    let r = s.request(
+        json!(8),
+        "resources/directory/read",
+        json!({"uri": "skill://pdf-tables/references/"}),
+    );
+    assert_eq!(
+        uris(&r, "resources"),
+        [
+            "skill://pdf-tables/references/deep",
+            "skill://pdf-tables/references/notes.md",
+        ],
+        "{r}"
+    );
+    let r = s.request(
+        json!(9),
+        "resources/directory/read",
+        json!({"uri": "skill://pdf-tables/../shared"}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let r = s.request(json!(10), "resources/list", json!({}));
+    assert_eq!(
+        uris(&r, "resources"),
+        ["skill://pdf-tables/SKILL.md", "skill://shared/SKILL.md"],
+        "{r}"
+    );
+    drop(tmp);
+
+    // The catalogue is offered in auto mode too; tools stay empty there.
+    let (_tmp, home, a, b) = catalogue_library();
+    let mut s = Server::start_roots(&home, &[&a, &b], "auto");
+    let init = s.initialize("2025-11-25");
+    assert!(
+        init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/skills"].is_object()
+    );
+    let r = s.request(json!(1), "tools/list", json!({}));
+    assert_eq!(r["result"]["tools"], json!([]));
+    let r = s.request(json!(2), "skills/list", json!({}));
+    assert_eq!(uris(&r, "skills").len(), 2, "{r}");
+}
+
+#[test]
+fn skills_list_pages_through_a_large_library() {
+    let tmp = tempfile::tempdir().unwrap();
+    let skills = tmp.path().join("skills");
+    for i in 0..150 {
+        let d = skills.join(format!("s{i:03}"));
+        fs::create_dir_all(&d).unwrap();
+        fs::write(
+            d.join("SKILL.md"),
+            format!("---\nname: skill-{i:03}\ndescription: Skill number {i}\n---\n\nBody {i}.\n"),
+        )
+        .unwrap();
+    }
+    // A skill whose tree is too large for a manifest.
+    let big = skills.join("big");
+    fs::create_dir_all(big.join("references")).unwrap();
+    fs::write(
+        big.join("SKILL.md"),
+        "---\nname: zz-big\ndescription: A skill with many files\n---\n\nBig.\n",
+    )
+    .unwrap();
+    for i in 0..520 {
+        fs::write(big.join(format!("references/f{i:03}.md")), format!("{i}\n")).unwrap();
+    }
+    let home = tmp.path().join("home");
+    let mut s = Server::start(&home, &skills, "on_demand");
+    s.initialize("2025-11-25");
+    let mut all = Vec::new();
+    let mut cursor: Option<Value> = None;
+    let mut pages = 0;
+    loop {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let r = s.request(json!(pages + 1), "skills/list", params);
+        let page = uris(&r, "skills");
+        assert!(page.len() <= 100, "{}", page.len());
+        all.extend(page);
+        pages += 1;
+        match r["result"].get("nextCursor") {
+            Some(c) => cursor = Some(c.clone()),
+            None => break,
+        }
+        assert!(pages < 5, "pagination does not end");
+    }
+    assert_eq!(pages, 2);
+    let mut expected: Vec<String> = (0..150)
+        .map(|i| format!("skill://skill-{i:03}/SKILL.md"))
+        .collect();
+    expected.push("skill://zz-big/SKILL.md".into());
+    assert_eq!(all, expected);
+    let r = s.request(
+        json!(7),
+        "skills/get",
+        json!({"uri": "skill://zz-big/SKILL.md"}),
+    );
+    assert_eq!(r["result"]["skill"]["resources"], "dynamic", "{r}");
+    let r = s.request(
+        json!(8),
+        "resources/read",
+        json!({"uri": "skill://zz-big/references/f519.md"}),
+    );
+    assert_eq!(r["result"]["contents"][0]["text"], "519\n", "{r}");
+    let r = s.request(json!(9), "skills/list", json!({"cursor": "garbage"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
 }
 
 fn skillsearch_core_description() -> String {
