@@ -3,7 +3,13 @@
 //! them (full build, re-open, incremental update, warm and cold-process queries, peak RSS, index
 //! size). A program that prints figures, not a test: nothing here passes or fails on a number.
 
+/// mimalloc: the embedding model's many short-lived large buffers made glibc malloc spend
+/// most of a batch in page faults and `madvise` (see ARCHITECTURE.md, "Allocator").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod run;
+mod semantic_bench;
 mod synth;
 mod tools_bench;
 
@@ -41,6 +47,9 @@ enum Command {
     },
     /// Measure build, re-open, incremental update, queries, RSS and index size on a corpus
     Run(run::RunArgs),
+    /// Semantic and hybrid retrieval: embedding throughput per batch size, query-embedding
+    /// latency, the vector scan, and warm lexical / semantic / hybrid queries
+    Semantic(semantic_bench::SemanticArgs),
     /// Tool visibility: schema tokens per turn with and without `activates`, over a scripted
     /// 20-turn conversation, for N plugins of 5 tools each (10 → 50 tools, 20 → 100 tools)
     Tools {
@@ -79,6 +88,7 @@ fn main() -> ExitCode {
             seed,
         } => synth::build(&from, &out, count, seed),
         Command::Run(args) => run::run(&args),
+        Command::Semantic(args) => semantic_bench::run(&args),
         Command::Tools { plugins, json } => tools_bench::run(plugins, json),
         Command::BuildChild { skills, home } => run::build_child(&skills, &home),
         Command::SearchChild {

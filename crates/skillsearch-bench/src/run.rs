@@ -70,7 +70,7 @@ struct Report {
     reopen_runs: usize,
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
@@ -228,7 +228,7 @@ const FIXED_QUERIES: &[&str] = &[
 ];
 
 /// `n` queries: the fixed phrases, then the first sentence of every k-th description.
-fn query_set(idx: &SkillIndex, n: usize) -> Result<Vec<String>> {
+pub(crate) fn query_set(idx: &SkillIndex, n: usize) -> Result<Vec<String>> {
     let mut out: Vec<String> = FIXED_QUERIES
         .iter()
         .take(n)

@@ -87,6 +87,10 @@ pub struct LocalEmbedder {
     model: BertModel,
     tokenizer: Tokenizer,
     device: Device,
+    /// A one-thread pool a single query's embedding runs in: splitting a few tokens' matrix
+    /// products over the cores costs more in hand-offs than it saves, and leaves the other
+    /// core to the lexical retriever and to concurrent requests.
+    query_pool: Option<rayon::ThreadPool>,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -145,6 +149,11 @@ impl LocalEmbedder {
             model,
             tokenizer,
             device,
+            query_pool: rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(|_| "skillsearch-query-embed".into())
+                .build()
+                .ok(),
         };
         // A model that loads but cannot run (truncated weights, wrong shapes) fails here, once,
         // rather than on every query.
@@ -205,6 +214,16 @@ impl Embedder for LocalEmbedder {
             path: PathBuf::from(&self.id),
             message: format!("embedding failed: {e}"),
         })
+    }
+
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        let run = || self.embed(&[text]);
+        let mut out = match &self.query_pool {
+            Some(pool) => pool.install(run)?,
+            None => run()?,
+        };
+        out.pop()
+            .ok_or_else(|| Error::Invalid(format!("the model `{}` returned no vector", self.id)))
     }
 }
 

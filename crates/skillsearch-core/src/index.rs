@@ -840,6 +840,23 @@ impl SkillIndex {
         (d, loaded.diagnostics)
     }
 
+    /// The texts the semantic retriever embeds for the current commit's valid skills, with
+    /// their hashes (one per distinct hash), at most `limit`: what an embedding run would read.
+    pub fn embed_texts(&self, limit: usize) -> Result<Vec<(u64, String)>> {
+        let (searcher, keys) = self.snapshot()?;
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for k in keys.iter().filter(|k| k.valid && k.chash != 0) {
+            if out.len() == limit {
+                break;
+            }
+            if seen.insert(k.chash) {
+                out.push((k.chash, self.embed_text_of(&searcher, k.address)?));
+            }
+        }
+        Ok(out)
+    }
+
     /// The text the semantic retriever embeds for one document.
     pub(crate) fn embed_text_of(
         &self,

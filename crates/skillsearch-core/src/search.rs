@@ -309,6 +309,30 @@ impl SkillIndex {
         }
         let generation = searcher.generation().generation_id();
         let mut semantic_on = semantic.is_some();
+        // Hybrid: the query is embedded on another thread while the lexical retriever runs.
+        let mut prefetched = None;
+        if let (Some(sem), Some(w)) = (semantic.as_ref(), weight.as_ref())
+            && opts.retriever == Retriever::Hybrid
+            && sem.coverage(self).is_ok_and(|c| c.complete())
+        {
+            let (lexical, embedded) = std::thread::scope(|s| {
+                let embedding = s.spawn(|| sem.query_vector(query).map(|_| ()));
+                let lexical = self.top_candidates(&searcher, w.as_ref(), limit);
+                (lexical, embedding.join())
+            });
+            prefetched = Some(lexical?);
+            let failed = match embedded {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some("the embedding thread panicked".to_owned()),
+            };
+            if let Some(e) = failed {
+                semantic_on = false;
+                result
+                    .notes
+                    .push(format!("semantic retrieval failed: {e} (lexical only)"));
+            }
+        }
         loop {
             let mut exhausted = true;
             let mut nearest = Vec::new();
@@ -344,7 +368,10 @@ impl SkillIndex {
                 weight.is_some() && (!semantic_on || opts.retriever != Retriever::Semantic);
             let lexical = match weight.as_ref().filter(|_| lexical_on) {
                 Some(w) => {
-                    let (found, done) = self.top_candidates(&searcher, w.as_ref(), limit)?;
+                    let (found, done) = match prefetched.take() {
+                        Some(found) => found,
+                        None => self.top_candidates(&searcher, w.as_ref(), limit)?,
+                    };
                     exhausted &= done;
                     found
                 }
