@@ -163,9 +163,13 @@ pub fn analyzer() -> TextAnalyzer {
         .build()
 }
 
+/// The analyzer `terms` clones (cheaply: the stop-word set is shared). Building one builds its
+/// stop-word set, and `terms` runs for every query and for every hit the relevance guard checks.
+static PROTOTYPE: std::sync::LazyLock<TextAnalyzer> = std::sync::LazyLock::new(analyzer);
+
 /// Analyses `text` into terms, in order, with repeats.
 pub fn terms(text: &str) -> Vec<String> {
-    let mut a = analyzer();
+    let mut a = PROTOTYPE.clone();
     let mut stream = a.token_stream(text);
     let mut out = Vec::new();
     while let Some(t) = stream.next() {

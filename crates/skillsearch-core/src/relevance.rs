@@ -7,6 +7,7 @@
 
 use crate::analyzer;
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
 
 /// Request words that say nothing about the task.
 const REQUEST_WORDS: &[&str] = &[
@@ -75,6 +76,10 @@ fn analyzed(words: &[&str]) -> BTreeSet<String> {
     words.iter().flat_map(|w| analyzer::terms(w)).collect()
 }
 
+/// [`REQUEST_WORDS`] and [`GENERIC`] as terms, analysed once per process.
+static SKIP: LazyLock<BTreeSet<String>> = LazyLock::new(|| analyzed(REQUEST_WORDS));
+static GENERIC_TERMS: LazyLock<BTreeSet<String>> = LazyLock::new(|| analyzed(GENERIC));
+
 /// The verdict on one hit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -86,12 +91,12 @@ pub struct Verdict {
 /// A query's terms, analysed once and checked against many hits.
 pub struct Guard {
     terms: Vec<String>,
-    generic: BTreeSet<String>,
+    generic: &'static BTreeSet<String>,
 }
 
 impl Guard {
     pub fn new(query: &str) -> Guard {
-        let skip = analyzed(REQUEST_WORDS);
+        let skip = &*SKIP;
         let mut seen = BTreeSet::new();
         let terms = analyzer::terms(query)
             .into_iter()
@@ -100,7 +105,7 @@ impl Guard {
             .collect();
         Guard {
             terms,
-            generic: analyzed(GENERIC),
+            generic: &GENERIC_TERMS,
         }
     }
 

@@ -489,24 +489,26 @@ impl SkillIndex {
         k: usize,
     ) -> Result<(Vec<Candidate>, bool)> {
         let readers = searcher.segment_readers();
-        let per_segment: Vec<Result<(Vec<Candidate>, bool)>> = std::thread::scope(|s| {
-            let handles: Vec<_> = readers
-                .iter()
-                .enumerate()
-                .skip(1)
-                .map(|(ord, r)| s.spawn(move || self.segment_top(weight, r, ord as u32, k)))
-                .collect();
-            let mut out = Vec::with_capacity(readers.len());
-            if let Some(first) = readers.first() {
-                out.push(self.segment_top(weight, first, 0, k));
-            }
-            for h in handles {
-                out.push(h.join().unwrap_or_else(|_| {
-                    Err(crate::Error::Invalid("a search thread panicked".into()))
-                }));
-            }
-            out
-        });
+        // Segments after the first are searched on the rayon pool (threads that already
+        // exist: a spawn per query cost a daemon under load a tenth of its throughput) while
+        // this thread searches the first.
+        let mut per_segment: Vec<Result<(Vec<Candidate>, bool)>> =
+            readers.iter().map(|_| Ok((Vec::new(), true))).collect();
+        let one = |ord: usize, r: &SegmentReader| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.segment_top(weight, r, ord as u32, k)
+            }))
+            .unwrap_or_else(|_| Err(crate::Error::Invalid("a search thread panicked".into())))
+        };
+        if let Some((first, rest)) = per_segment.split_first_mut() {
+            let one = &one;
+            rayon::in_place_scope(|s| {
+                for (i, (r, slot)) in readers.iter().skip(1).zip(rest).enumerate() {
+                    s.spawn(move |_| *slot = one(i + 1, r));
+                }
+                *first = one(0, &readers[0]);
+            });
+        }
         let mut all = Vec::new();
         let mut exhausted = true;
         for r in per_segment {

@@ -100,6 +100,21 @@ struct App {
     embedding: Arc<crate::embedding::Background>,
     /// The hub, rewrite and gate the settings configure.
     remote: Remote,
+    /// Fresh retrievals running at once (see [`retrieval_slots`]); waiters are served in order.
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// How many fresh retrievals may run at once: one per core when a retrieval is all local
+/// computation, so that under load requests queue first come first served instead of
+/// time-slicing each other (64 clients with unique queries on 2 cores: p99 288 → see
+/// ARCHITECTURE.md, "Daemon under load"). Unbounded when a retrieval can wait on the network
+/// (hub, rewrite, gate, remote query embeddings): a slow endpoint must not hold the queue.
+fn retrieval_slots(settings: &Settings, remote: &Remote) -> usize {
+    if remote.is_active() || !settings.embedding.base_url.trim().is_empty() {
+        tokio::sync::Semaphore::MAX_PERMITS
+    } else {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    }
 }
 
 /// A problem with a request, answered as `{"error": …}` with an HTTP status.
@@ -459,18 +474,26 @@ impl App {
                 // The gate judges skills against the agent's tools.
                 agent_tools.filter(|_| app.remote.gate_on()),
             );
-            if let Some(hit) = app
-                .cache
-                .lock()
-                .ok()
-                .filter(|_| cacheable)
-                .and_then(|c| c.get(&key))
-            {
+            let cached = || {
+                app.cache
+                    .lock()
+                    .ok()
+                    .filter(|_| cacheable)
+                    .and_then(|c| c.get(&key))
+            };
+            if let Some(hit) = cached() {
+                return anyhow::Ok(hit);
+            }
+            let slot = app.slots.clone().acquire_owned().await?;
+            // Another request may have answered the same query while this one waited.
+            if let Some(hit) = cached() {
                 return anyhow::Ok(hit);
             }
             let app2 = app.clone();
             let q = query.clone();
             let answer = tokio::task::spawn_blocking(move || {
+                // Held until the retrieval ends, even when the request's deadline passed first.
+                let _slot = slot;
                 let s = &app2.settings;
                 let ro = app2.render.clone();
                 let opts = options(s, None, top_k);
@@ -796,6 +819,19 @@ fn ms(t: Instant) -> f64 {
     (t.elapsed().as_secs_f64() * 1e6).round() / 1e3
 }
 
+/// Whether a file-system event under a root can change what the index holds. Opening and
+/// reading are not changes: the refresh's own walk opens every directory, so counting them
+/// would make each refresh schedule the next, forever. A watcher error (a lost event queue)
+/// counts as a change.
+fn may_change_skills(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
 /// Refreshes `idx` when its roots change (inotify), or every `refresh_ms` where the roots cannot
 /// be watched. Runs for the life of the process.
 fn watch(idx: Arc<SkillIndex>, refresh_ms: u64) {
@@ -803,7 +839,7 @@ fn watch(idx: Arc<SkillIndex>, refresh_ms: u64) {
     let dirty = Arc::new(AtomicBool::new(false));
     let flag = dirty.clone();
     let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok() {
+        if res.as_ref().map_or(true, |e| may_change_skills(&e.kind)) {
             flag.store(true, Ordering::Relaxed);
         }
     });
@@ -1020,6 +1056,9 @@ pub fn run(
     let inventory = skillsearch_core::plan::Inventory::load(&settings.plugins);
     let embedding = crate::embedding::Background::start(&home, &settings);
     let remote = Remote::from_settings(&settings, &home);
+    let slots = Arc::new(tokio::sync::Semaphore::new(retrieval_slots(
+        &settings, &remote,
+    )));
     for d in &inventory.diagnostics {
         tracing::warn!(target: "serve", "{d}");
     }
@@ -1045,6 +1084,7 @@ pub fn run(
         log,
         embedding,
         remote,
+        slots,
     });
     {
         // Load the BPE tables in the background so the first request does not pay for them.
@@ -1071,4 +1111,36 @@ pub fn run(
         anyhow::Ok(())
     })?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_change_skills;
+    use notify::event::{
+        AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RemoveKind, RenameMode,
+    };
+
+    #[test]
+    fn only_events_that_can_change_a_skill_mark_the_index_dirty() {
+        for kind in [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Any),
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
+            EventKind::Remove(RemoveKind::Folder),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Any,
+            EventKind::Other,
+        ] {
+            assert!(may_change_skills(&kind), "{kind:?}");
+        }
+        // The refresh's own walk opens and reads: such events must not trigger another.
+        for kind in [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Any),
+        ] {
+            assert!(!may_change_skills(&kind), "{kind:?}");
+        }
+    }
 }
