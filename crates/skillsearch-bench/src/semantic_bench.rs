@@ -96,6 +96,31 @@ fn synthetic_vector(key: u64, dim: usize) -> Vec<f32> {
     v
 }
 
+/// The model under another id, so synthetic skill vectors go to a store of their own and never
+/// pass for the model's in a home that is also used for real.
+struct SyntheticStore {
+    model: Arc<LocalEmbedder>,
+    id: String,
+}
+
+impl Embedder for SyntheticStore {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn dim(&self) -> usize {
+        self.model.dim()
+    }
+
+    fn embed(&self, texts: &[&str]) -> skillsearch_core::Result<Vec<Vec<f32>>> {
+        self.model.embed(texts)
+    }
+
+    fn embed_query(&self, text: &str) -> skillsearch_core::Result<Vec<f32>> {
+        self.model.embed_query(text)
+    }
+}
+
 fn p(v: &[f64], q: f64) -> f64 {
     (percentile(v, q) * 100.0).round() / 100.0
 }
@@ -128,7 +153,16 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
         LocalEmbedder::load(&model_dir)
             .with_context(|| format!("cannot load the model in {}", model_dir.display()))?,
     );
-    let sem = Arc::new(Semantic::new(&args.home, embedder.clone())?);
+    let sem = if args.vectors == "synthetic" {
+        let id = format!("synthetic-{}", embedder.id());
+        let e = SyntheticStore {
+            model: embedder.clone(),
+            id,
+        };
+        Arc::new(Semantic::new(&args.home, Arc::new(e))?)
+    } else {
+        Arc::new(Semantic::new(&args.home, embedder.clone())?)
+    };
     let mut r = Report {
         skills: idx.doc_keys()?.iter().filter(|k| k.valid).count(),
         model: embedder.id().to_owned(),
@@ -180,8 +214,9 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
     } else {
         let stop = AtomicBool::new(false);
         let started = Instant::now();
-        r.vectors_added = sem.embed_pending(&idx, 32, &stop, &|done, todo| {
-            if done % 1024 < 32 || done == todo {
+        // The batch the product uses for the local model.
+        r.vectors_added = sem.embed_pending(&idx, 16, &stop, &|done, todo| {
+            if done % 1024 < 16 || done == todo {
                 let rate = done as f64 / started.elapsed().as_secs_f64();
                 eprintln!("bench: embedded {done}/{todo} ({rate:.1} docs/s)");
             }
