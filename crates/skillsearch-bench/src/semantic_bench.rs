@@ -31,8 +31,8 @@ pub struct SemanticArgs {
     /// Where the skills' vectors come from: `model` embeds every skill that has none yet
     /// (slow: tens of docs/s on 2 cores), `synthetic` stores random unit vectors for them, which
     /// is enough to time the scan and fusion at scale (query vectors always come from the model)
-    #[arg(long, default_value = "model")]
-    vectors: String,
+    #[arg(long, value_enum, default_value_t = Vectors::Model)]
+    vectors: Vectors,
     /// Unique queries per latency phase
     #[arg(long, default_value_t = 200)]
     queries: usize,
@@ -45,6 +45,12 @@ pub struct SemanticArgs {
     /// One JSON object on stdout
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Vectors {
+    Model,
+    Synthetic,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -137,12 +143,6 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
             .map(PathBuf::from)
             .context("no model: pass --model DIR or set SKILLSEARCH_EMBEDDING_MODEL_DIR")?,
     };
-    if args.vectors != "model" && args.vectors != "synthetic" {
-        bail!(
-            "--vectors must be `model` or `synthetic`, not `{}`",
-            args.vectors
-        );
-    }
     std::fs::create_dir_all(&args.home)
         .with_context(|| format!("cannot create {}", args.home.display()))?;
     let roots = Roots::explicit([&dir]);
@@ -153,7 +153,7 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
         LocalEmbedder::load(&model_dir)
             .with_context(|| format!("cannot load the model in {}", model_dir.display()))?,
     );
-    let sem = if args.vectors == "synthetic" {
+    let sem = if args.vectors == Vectors::Synthetic {
         let id = format!("synthetic-{}", embedder.id());
         let e = SyntheticStore {
             model: embedder.clone(),
@@ -170,7 +170,11 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-        vectors: args.vectors.clone(),
+        vectors: match args.vectors {
+            Vectors::Model => "model",
+            Vectors::Synthetic => "synthetic",
+        }
+        .to_owned(),
         ..Report::default()
     };
 
@@ -201,7 +205,7 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
 
     // Every skill's vector.
     let t = Instant::now();
-    if args.vectors == "synthetic" {
+    if args.vectors == Vectors::Synthetic {
         let dim = embedder.dim();
         let items: Vec<(u64, Vec<f32>)> = idx
             .doc_keys()?

@@ -844,17 +844,10 @@ impl SkillIndex {
     /// their hashes (one per distinct hash), at most `limit`: what an embedding run would read.
     pub fn embed_texts(&self, limit: usize) -> Result<Vec<(u64, String)>> {
         let (searcher, keys) = self.snapshot()?;
-        let mut seen = std::collections::HashSet::new();
-        let mut out = Vec::new();
-        for k in keys.iter().filter(|k| k.valid && k.chash != 0) {
-            if out.len() == limit {
-                break;
-            }
-            if seen.insert(k.chash) {
-                out.push((k.chash, self.embed_text_of(&searcher, k.address)?));
-            }
-        }
-        Ok(out)
+        crate::semantic::embeddable(&keys)
+            .take(limit)
+            .map(|k| Ok((k.chash, self.embed_text_of(&searcher, k.address)?)))
+            .collect()
     }
 
     /// The text the semantic retriever embeds for one document.

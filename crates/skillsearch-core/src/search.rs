@@ -228,6 +228,11 @@ pub struct SearchResult {
     pub notes: Vec<String>,
 }
 
+/// The note when the query's embedding or the vector search failed and lexical answered alone.
+fn semantic_failed(e: impl std::fmt::Display) -> String {
+    format!("semantic retrieval failed: {e} (lexical only)")
+}
+
 impl SkillIndex {
     /// Answers `query`. An empty query returns no hits, not an error; so does an all-stopword
     /// one unless the semantic retriever runs.
@@ -328,9 +333,7 @@ impl SkillIndex {
             };
             if let Some(e) = failed {
                 semantic_on = false;
-                result
-                    .notes
-                    .push(format!("semantic retrieval failed: {e} (lexical only)"));
+                result.notes.push(semantic_failed(e));
             }
         }
         loop {
@@ -358,9 +361,7 @@ impl SkillIndex {
                     }
                     Err(e) => {
                         semantic_on = false;
-                        result
-                            .notes
-                            .push(format!("semantic retrieval failed: {e} (lexical only)"));
+                        result.notes.push(semantic_failed(e));
                     }
                 }
             }

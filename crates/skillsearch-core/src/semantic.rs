@@ -373,6 +373,13 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     acc.iter().sum::<i32>() + tail
 }
 
+/// The keys whose text gets a vector: valid documents, the first of each distinct text hash.
+pub(crate) fn embeddable(keys: &[DocKey]) -> impl Iterator<Item = &DocKey> {
+    let mut seen = std::collections::HashSet::new();
+    keys.iter()
+        .filter(move |k| k.valid && k.chash != 0 && seen.insert(k.chash))
+}
+
 /// Query vectors by query text, and the order they came in (oldest evicted first).
 type QueryCache = (HashMap<String, Arc<Vec<f32>>>, VecDeque<String>);
 
@@ -427,10 +434,12 @@ impl Semantic {
             total: valid.len(),
         };
         let mut rows = Vec::with_capacity(valid.len());
+        let mut at = Vec::with_capacity(valid.len());
         for k in &valid {
-            if inner.rows.contains_key(&k.chash) {
+            if let Some(&row) = inner.rows.get(&k.chash) {
                 coverage.embedded += 1;
                 rows.push((*k).clone());
+                at.push(row);
             }
         }
         let mut codes = Quantised {
@@ -438,12 +447,10 @@ impl Semantic {
             ..Quantised::default()
         };
         if coverage.complete() {
-            codes.codes.reserve(rows.len() * dim);
-            codes.inv.reserve(rows.len());
-            for k in &rows {
-                if let Some(&row) = inner.rows.get(&k.chash) {
-                    codes.push(&inner.data[row * dim..(row + 1) * dim]);
-                }
+            codes.codes.reserve(at.len() * dim);
+            codes.inv.reserve(at.len());
+            for row in at {
+                codes.push(&inner.data[row * dim..(row + 1) * dim]);
             }
         }
         drop(inner);
@@ -478,11 +485,8 @@ impl Semantic {
     ) -> Result<usize> {
         self.store.sync()?;
         let (searcher, keys) = index.snapshot()?;
-        let mut seen = std::collections::HashSet::new();
-        let todo: Vec<&DocKey> = keys
-            .iter()
-            .filter(|k| k.valid && k.chash != 0 && !self.store.has(k.chash))
-            .filter(|k| seen.insert(k.chash))
+        let todo: Vec<&DocKey> = embeddable(&keys)
+            .filter(|k| !self.store.has(k.chash))
             .collect();
         let batch = batch.max(1);
         let mut done = 0;
