@@ -248,10 +248,12 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
             all.len()
         );
     }
-    let hybrid_q = all.split_off(3 * n);
-    let semantic_q = all.split_off(2 * n);
-    let lexical_q = all.split_off(n);
-    let embed_q = all;
+    // Dealt round-robin, so every phase gets the same mix of short and long queries.
+    let mut phases: [Vec<String>; 4] = Default::default();
+    for (i, q) in all.drain(..).enumerate() {
+        phases[i % 4].push(q);
+    }
+    let [embed_q, lexical_q, semantic_q, hybrid_q] = phases;
     r.queries = n;
     let gate = GateEnv::from_process();
     let opts = |retriever| SearchOptions {
