@@ -12,6 +12,7 @@ mod run;
 mod semantic_bench;
 mod synth;
 mod tools_bench;
+mod turn_bench;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -50,6 +51,9 @@ enum Command {
     /// Semantic and hybrid retrieval: embedding throughput per batch size, query-embedding
     /// latency, the vector scan, and warm lexical / semantic / hybrid queries
     Semantic(semantic_bench::SemanticArgs),
+    /// The daemon's work for fresh auto-mode turns without HTTP: CPU time per turn and wall
+    /// time per turn, for unique queries on 1 or more threads
+    Turn(turn_bench::TurnArgs),
     /// Tool visibility: schema tokens per turn with and without `activates`, over a scripted
     /// 20-turn conversation, for N plugins of 5 tools each (10 → 50 tools, 20 → 100 tools)
     Tools {
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         } => synth::build(&from, &out, count, seed),
         Command::Run(args) => run::run(&args),
         Command::Semantic(args) => semantic_bench::run(&args),
+        Command::Turn(args) => turn_bench::run(&args),
         Command::Tools { plugins, json } => tools_bench::run(plugins, json),
         Command::BuildChild { skills, home } => run::build_child(&skills, &home),
         Command::SearchChild {

@@ -148,6 +148,8 @@ pub fn retrieve_turn(
     remote: &Remote,
     turn: &Turn,
 ) -> Result<Retrieval> {
+    // The whole turn counts as a search on the index, reading and rendering included.
+    let _searching = index.searching();
     let t = Instant::now();
     let mut stages = Stages::default();
     let mut notes = remote.notes.clone();
@@ -198,7 +200,7 @@ pub fn retrieve_turn(
                 )
             })
         });
-        let local = index.search(&search_query, &local_opts, gate);
+        let local = index.search_counted(&search_query, &local_opts, gate);
         let hub = job.map(|j| {
             j.join().unwrap_or_else(|_| {
                 (

@@ -145,12 +145,25 @@ fn split_target(target: &str) -> (&str, &str) {
 /// commands in fences are exactly where a model needs the absolute path. Without a directory
 /// the placeholder is stripped, leaving relative paths. Returns (body, anything resolved).
 pub fn resolve_refs(body: &str, dir: Option<&Path>) -> (String, bool) {
+    // Most lines hold neither a placeholder nor a link: they are copied without running a regex.
+    const PLACEHOLDER: &str = "{baseDir}";
+    const LINK_MARK: &str = "](";
+    if !body.contains(PLACEHOLDER) && !body.contains(LINK_MARK) {
+        return (body.to_owned(), false);
+    }
     let mut out = String::with_capacity(body.len() + 64);
     let mut resolved = false;
     let mut in_fence = false;
     for line in body.split_inclusive('\n') {
         let trimmed = line.trim_start();
         let fence_line = trimmed.starts_with("```") || trimmed.starts_with("~~~");
+        if !line.contains(PLACEHOLDER) && !line.contains(LINK_MARK) {
+            if fence_line {
+                in_fence = !in_fence;
+            }
+            out.push_str(line);
+            continue;
+        }
         let mut l = BASEDIR
             .replace_all(line, |c: &regex::Captures<'_>| {
                 let rest = c.get(1).map_or("", |m| m.as_str());

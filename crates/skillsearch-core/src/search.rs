@@ -242,6 +242,18 @@ impl SkillIndex {
         opts: &SearchOptions,
         gate: &GateEnv,
     ) -> Result<SearchResult> {
+        let _searching = self.searching();
+        self.search_counted(query, opts, gate)
+    }
+
+    /// [`SkillIndex::search`] for a caller that already counts itself as searching (a whole
+    /// turn, see [`SkillIndex::may_split`]).
+    pub(crate) fn search_counted(
+        &self,
+        query: &str,
+        opts: &SearchOptions,
+        gate: &GateEnv,
+    ) -> Result<SearchResult> {
         let searcher = self.searcher();
         let n_docs = searcher.num_docs();
         let mut counts: BTreeMap<String, u32> = BTreeMap::new();
@@ -501,7 +513,11 @@ impl SkillIndex {
             }))
             .unwrap_or_else(|_| Err(crate::Error::Invalid("a search thread panicked".into())))
         };
-        if let Some((first, rest)) = per_segment.split_first_mut() {
+        if !self.may_split() {
+            for (i, (r, slot)) in readers.iter().zip(per_segment.iter_mut()).enumerate() {
+                *slot = one(i, r);
+            }
+        } else if let Some((first, rest)) = per_segment.split_first_mut() {
             let one = &one;
             rayon::in_place_scope(|s| {
                 for (i, (r, slot)) in readers.iter().skip(1).zip(rest).enumerate() {

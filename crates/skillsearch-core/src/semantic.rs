@@ -325,26 +325,35 @@ impl Quantised {
     }
 
     /// Approximate dot products of `q` with every row, computed over the cores.
-    fn scores(&self, q: &[f32]) -> Vec<f32> {
+    /// Split over the rayon pool when `split`.
+    fn scores(&self, q: &[f32], split: bool) -> Vec<f32> {
         let (qc, qinv) = quantise(q);
         let dim = self.dim.max(1);
         let mut out = vec![0f32; self.inv.len()];
         // Compiled for the widest vector instructions the CPU has (AVX-512, AVX2), chosen at
         // run time: the default x86-64 target only assumes SSE2.
         let arch = pulp::Arch::new();
-        out.par_chunks_mut(SCAN_CHUNK)
-            .zip(self.codes.par_chunks(SCAN_CHUNK * dim))
-            .zip(self.inv.par_chunks(SCAN_CHUNK))
-            .for_each(|((out, codes), inv)| {
-                arch.dispatch(ScanRows {
-                    out,
-                    codes,
-                    inv,
-                    query: &qc,
-                    qinv,
-                    dim,
-                })
-            });
+        let scan = |((out, codes), inv): ((&mut [f32], &[i8]), &[f32])| {
+            arch.dispatch(ScanRows {
+                out,
+                codes,
+                inv,
+                query: &qc,
+                qinv,
+                dim,
+            })
+        };
+        if split {
+            out.par_chunks_mut(SCAN_CHUNK)
+                .zip(self.codes.par_chunks(SCAN_CHUNK * dim))
+                .zip(self.inv.par_chunks(SCAN_CHUNK))
+                .for_each(scan);
+        } else {
+            out.chunks_mut(SCAN_CHUNK)
+                .zip(self.codes.chunks(SCAN_CHUNK * dim))
+                .zip(self.inv.chunks(SCAN_CHUNK))
+                .for_each(scan);
+        }
         out
     }
 }
@@ -653,7 +662,7 @@ impl Semantic {
         let pool = (limit * 2).max(limit + 32);
         let mut order: Vec<usize> = (0..n).collect();
         if pool < n {
-            let approx = m.codes.scores(&q);
+            let approx = m.codes.scores(&q, index.may_split());
             order.select_nth_unstable_by(pool, |a, b| approx[*b].total_cmp(&approx[*a]));
             order.truncate(pool);
         }
@@ -772,7 +781,7 @@ mod tests {
             q.push(r);
         }
         for (t, query) in unit_vectors(5, dim, 42).iter().enumerate() {
-            let approx = q.scores(query);
+            let approx = q.scores(query, true);
             let exact: Vec<f32> = rows.iter().map(|r| crate::embed::dot(r, query)).collect();
             for (a, e) in approx.iter().zip(&exact) {
                 assert!((a - e).abs() < 0.02, "query {t}: {a} vs {e}");
@@ -793,7 +802,7 @@ mod tests {
         // A zero or non-finite row scores 0 rather than NaN.
         q.push(&vec![0.0; dim]);
         q.push(&vec![f32::NAN; dim]);
-        let s = q.scores(&rows[0]);
+        let s = q.scores(&rows[0], false);
         assert_eq!(&s[s.len() - 2..], &[0.0, 0.0]);
         assert!((s[0] - 1.0).abs() < 0.02);
     }
