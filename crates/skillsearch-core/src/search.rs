@@ -82,6 +82,11 @@ pub struct SearchOptions {
     pub semantic_weight: f32,
     /// Candidates each retriever contributes to the fusion.
     pub fusion_depth: usize,
+    /// The lexical retriever keeps at most this many distinct query terms, the rarest in the
+    /// corpus first (`0`: all). A long prompt otherwise costs a scorer per term and field: a
+    /// 44-term prompt took 22–37 ms at 64K skills, 4–6 ms with 16 terms, while the dev sets
+    /// moved by at most 0.002 (see ARCHITECTURE.md, "Long prompts").
+    pub max_query_terms: usize,
 }
 
 /// A ranking method.
@@ -130,6 +135,7 @@ impl Default for SearchOptions {
             lexical_weight: 1.0,
             semantic_weight: 0.9,
             fusion_depth: 30,
+            max_query_terms: 16,
         }
     }
 }
@@ -222,11 +228,17 @@ pub struct SearchResult {
     /// The analysed query terms used, and those dropped as corpus stopwords.
     pub terms: Vec<String>,
     pub stopwords: Vec<String>,
+    /// Terms left out of a long query by [`SearchOptions::max_query_terms`], the commonest.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub omitted: Vec<String>,
     /// The retrievers that ranked this answer (`lexical`, `semantic`).
     pub retrievers: Vec<&'static str>,
     /// Why a requested retriever did not run (no model, vectors still being computed, ...).
     pub notes: Vec<String>,
 }
+
+/// Clauses of a boolean query.
+type Clauses = Vec<(Occur, Box<dyn Query>)>;
 
 /// The note when the query's embedding or the vector search failed and lexical answered alone.
 fn semantic_failed(e: impl std::fmt::Display) -> String {
@@ -270,9 +282,12 @@ impl SkillIndex {
             ),
             (self.f.body, opts.body_weight, opts.body_stopword_df),
         ];
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        // Each term's clauses (one per field it occurs in), and how many documents it is in, summed
+        // over those fields (the rarest terms are kept when a query has too many).
+        let mut planned: Vec<(&String, Clauses, u64)> = Vec::new();
         for (term, count) in &counts {
-            let mut used = false;
+            let mut term_clauses: Clauses = Vec::new();
+            let mut frequency = 0u64;
             let mut stop = false;
             for &(field, weight, max_df) in &fields {
                 if weight <= 0.0 {
@@ -287,18 +302,31 @@ impl SkillIndex {
                     stop = true;
                     continue;
                 }
-                used = true;
+                frequency += df;
                 let q = TermQuery::new(t, IndexRecordOption::WithFreqs);
-                clauses.push((
+                term_clauses.push((
                     Occur::Should,
                     Box::new(BoostQuery::new(Box::new(q), weight * *count as f32)),
                 ));
             }
-            if used {
-                result.terms.push(term.clone());
+            if !term_clauses.is_empty() {
+                planned.push((term, term_clauses, frequency));
             } else if stop {
                 result.stopwords.push(term.clone());
             }
+        }
+        if opts.max_query_terms > 0 && planned.len() > opts.max_query_terms {
+            // Rarest first; the sort is stable, so equally rare terms keep their order.
+            planned.sort_by_key(|p| p.2);
+            for (term, _, _) in planned.drain(opts.max_query_terms..) {
+                result.omitted.push(term.clone());
+            }
+            planned.sort_by(|a, b| a.0.cmp(b.0));
+        }
+        let mut clauses: Clauses = Vec::new();
+        for (term, term_clauses, _) in planned {
+            result.terms.push(term.clone());
+            clauses.extend(term_clauses);
         }
         let want_semantic = opts.retriever != Retriever::Lexical && !query.trim().is_empty();
         let semantic = if want_semantic { self.semantic() } else { None };

@@ -318,3 +318,39 @@ fn ties_break_by_id_across_segments_whatever_the_insertion_order() {
     assert_eq!(got, ["s01", "s03"]);
     assert_eq!(ids(&idx, "invoices pdf"), ["s01", "s03", "s05", "s07"]);
 }
+
+#[test]
+fn a_long_query_keeps_its_rarest_terms() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    // "report" is in every skill, "chart" in two, "invoice" in one.
+    write_skill(&root, "a", "invoices", "Read an invoice report", "x");
+    write_skill(&root, "b", "charts", "Draw a chart for a report", "x");
+    write_skill(
+        &root,
+        "c",
+        "dashboards",
+        "A chart and report dashboard",
+        "x",
+    );
+    write_skill(&root, "d", "mail", "Mail a report", "x");
+    let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
+    let search = |max_query_terms| {
+        let opts = SearchOptions {
+            top_k: 10,
+            max_query_terms,
+            ..SearchOptions::default()
+        };
+        idx.search("report chart invoice", &opts, &GateEnv::allow_all())
+            .unwrap()
+    };
+    let all = search(0);
+    assert_eq!(all.terms, ["chart", "invoic", "report"]);
+    assert!(all.omitted.is_empty());
+    let capped = search(2);
+    assert_eq!(capped.terms, ["chart", "invoic"]);
+    assert_eq!(capped.omitted, ["report"]);
+    let ids: Vec<&str> = capped.hits.iter().map(|h| h.id.as_str()).collect();
+    assert!(!ids.contains(&"d"), "only `report` matches d: {ids:?}");
+    assert_eq!(search(1).terms, ["invoic"]);
+}

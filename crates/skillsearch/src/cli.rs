@@ -67,6 +67,9 @@ pub(crate) struct RankArgs {
     /// The same for the body field
     #[arg(long, hide = true)]
     body_stopword_df: Option<f32>,
+    /// Most distinct query terms the lexical retriever keeps, rarest first (0: all)
+    #[arg(long, hide = true)]
+    max_query_terms: Option<usize>,
     /// lexical, semantic or hybrid [config: retriever]
     #[arg(long)]
     retriever: Option<String>,
@@ -476,6 +479,9 @@ pub(crate) fn options(s: &Settings, rank: Option<&RankArgs>, top_k: usize) -> Se
         body_stopword_df: rank
             .and_then(|r| r.body_stopword_df)
             .unwrap_or(d.body_stopword_df),
+        max_query_terms: rank
+            .and_then(|r| r.max_query_terms)
+            .unwrap_or(d.max_query_terms),
         retriever: s.retriever,
         rrf_k: s.rrf_k,
         lexical_weight: s.lexical_weight,
