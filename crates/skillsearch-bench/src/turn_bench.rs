@@ -48,6 +48,9 @@ struct Report {
     injected_chars_mean: f64,
 }
 
+/// One turn: wall ms, search ms, render ms, characters injected.
+type Row = (f64, f64, f64, usize);
+
 /// User + system CPU time of this process so far, in seconds.
 fn cpu_seconds() -> Result<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").context("cannot read /proc/self/stat")?;
@@ -130,7 +133,7 @@ pub fn run(args: &TurnArgs) -> Result<()> {
 
     let cpu0 = cpu_seconds()?;
     let t0 = Instant::now();
-    let per_thread: Vec<Result<Vec<(f64, f64, f64, usize)>>> = std::thread::scope(|s| {
+    let per_thread: Vec<Result<Vec<Row>>> = std::thread::scope(|s| {
         let jobs: Vec<_> = (0..threads)
             .map(|i| {
                 let (queries, turn) = (&queries, &turn);

@@ -1028,7 +1028,7 @@ mod tests {
             "---\nname: pdf\ndescription: Extract tables from PDF files\n---\nUse pdftk.\n",
         )
         .unwrap();
-        let cfg = IndexConfig::new(&tmp.path().join("home"));
+        let cfg = IndexConfig::new(tmp.path().join("home"));
         let (idx, _) =
             SkillIndex::open(&Roots::explicit([&root]), &cfg, Refresh::Always, &|_| {}).unwrap();
         assert!(idx.may_split(), "nothing runs yet");

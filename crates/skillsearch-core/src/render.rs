@@ -37,10 +37,13 @@ pub struct Rendered {
 /// Renders `skills` in order. With a `token_budget`, a skill whose addition would pass it is
 /// left out whole (never cut) and later, smaller skills may still fit.
 ///
-/// The block's token count is the sum of its pieces' counts (heading, each skill, and the
-/// blank-line separators), each counted once: the o200k pre-tokenizer splits at those line
-/// breaks, so the sum matches the count of the whole block. While the block's byte length is
-/// within the budget nothing is counted (a token is at least one byte).
+/// The block's token count is the sum of its pieces' counts (the heading, then each skill with
+/// the blank line before it), each piece counted once and remembered by the counter, so a
+/// popular skill is not counted again on every turn. Where whitespace runs across a boundary
+/// (a skill without a body) the o200k pre-tokenizer would merge it, so the sum can exceed the
+/// whole block's count by about a token per skill, never fall below it: the budget holds.
+/// While the block's byte length is within the budget nothing is counted (a token is at least
+/// one byte).
 pub fn render(
     skills: &[RenderSkill],
     heading: &str,
@@ -52,6 +55,8 @@ pub fn render(
     // Bytes and (once counting has started) tokens of the block built so far.
     let mut bytes = heading.len();
     let mut tokens: Option<usize> = None;
+    // The included skills' pieces, each as it appears in the block (`\n\n### Skill: …`).
+    let mut pieces: Vec<String> = Vec::new();
     for s in skills {
         let mut header = format!("### Skill: {}  [{}]\n", s.name, s.qualified_id);
         if let Some(dir) = &s.skill_dir {
@@ -71,7 +76,11 @@ pub fn render(
             None => true,
             Some(b) if bytes + piece.len() <= b => true,
             Some(b) => {
-                let so_far = *tokens.get_or_insert_with(|| counter.count(&join(heading, &parts)));
+                // Piece by piece, so each skill's count is the counter's memo of it, not a
+                // fresh count of this turn's particular combination of skills.
+                let so_far = *tokens.get_or_insert_with(|| {
+                    counter.count(heading) + pieces.iter().map(|p| counter.count(p)).sum::<usize>()
+                });
                 let with = so_far + counter.count(&piece);
                 if with <= b {
                     tokens = Some(with);
@@ -83,6 +92,7 @@ pub fn render(
         };
         if fits {
             bytes += piece.len();
+            pieces.push(piece);
             parts.push(header);
             if !body.is_empty() {
                 parts.push(body.to_owned());
@@ -217,6 +227,45 @@ mod tests {
             qualified_id: qid.into(),
             skill_dir: dir.map(Path::to_path_buf),
             body: body.into(),
+        }
+    }
+
+    #[test]
+    fn the_counted_tokens_bound_the_whole_blocks_count_closely() {
+        let c = TokenCounter::new();
+        let prose = "Extract tables from scanned PDFs.  Then   merge them.\n".repeat(30);
+        let code = "```bash\npdftk in.pdf cat 1-3 output out.pdf   \n```\n\n".repeat(20);
+        let cjk = "从扫描的发票中提取表格，然后合并。\n\n".repeat(40);
+        let skills = [
+            skill("pdf", "local/pdf", Some(Path::new("/s/pdf")), &prose),
+            skill("sh", "local/sh", None, &code),
+            skill("zh", "local/zh", None, &cjk),
+            skill("empty", "local/empty", None, ""),
+            skill(
+                "tail",
+                "local/tail",
+                None,
+                "  trailing spaces and tabs\t\n\n\n",
+            ),
+        ];
+        // A byte budget small enough that counting starts at the second skill.
+        let budget = prose.len() + 400;
+        for tokens in [budget, 1_000, 700] {
+            let r = render(&skills, "## Skills", Some(tokens), &c);
+            let counted = r.tokens.expect("the budget forced a count");
+            let exact = c.count(&r.text);
+            assert!(
+                (exact..=exact + r.included.len()).contains(&counted),
+                "budget {tokens}: counted {counted}, the block has {exact}: {:?}",
+                r.included
+            );
+            assert!(counted <= tokens);
+            assert_eq!(
+                r.over_budget.is_empty(),
+                tokens > 1_000,
+                "{:?}",
+                r.over_budget
+            );
         }
     }
 

@@ -822,7 +822,7 @@ mod tests {
                 .map(|(x, y)| i32::from(*x) * i32::from(*y))
                 .sum();
             assert_eq!(dot_i8(&a, &b), exact, "length {len}");
-            assert_eq!(dot_i8(&a, &a), 127 * 127 * len as i32, "length {len}");
+            assert_eq!(dot_i8(&a, &a), 127 * 127 * len, "length {len}");
         }
     }
 
