@@ -163,6 +163,7 @@ impl HubSkill {
 /// connections are pooled.
 pub struct HubClient {
     base: String,
+    breaker: crate::breaker::Breaker,
     key: Secret,
     agent: ureq::Agent,
     timeout: Duration,
@@ -264,6 +265,7 @@ impl HubClient {
             .build()
             .into();
         Ok(HubClient {
+            breaker: crate::breaker::Breaker::new(),
             base,
             key: settings.api_key.clone(),
             agent,
@@ -322,6 +324,30 @@ impl HubClient {
                 after_ms: 0,
             });
         }
+        self.breaker.check().map_err(|why| Error::HubTransport {
+            op: op.to_owned(),
+            message: why,
+        })?;
+        let r = self.call_unguarded(op, path, query, budget, start, max_bytes);
+        // A hub that cannot be reached, hangs or fails (5xx) counts against it; any other
+        // answer, even a refusal, shows it is up.
+        match &r {
+            Err(e) => self.breaker.failure(&e.to_string()),
+            Ok(a) if a.status >= 500 => self.breaker.failure(&format!("HTTP {}", a.status)),
+            Ok(_) => self.breaker.success(),
+        }
+        r
+    }
+
+    fn call_unguarded(
+        &self,
+        op: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        budget: Duration,
+        start: Instant,
+        max_bytes: u64,
+    ) -> Result<Answer> {
         let request_id = bundle::random_hex(32);
         let url = format!("{}{path}", self.base);
         let mut req = self

@@ -5,6 +5,7 @@
 //! This crate never prints and holds no global state; binaries and host adapters sit on top.
 
 pub mod analyzer;
+pub mod breaker;
 pub mod bundle;
 pub mod config;
 pub mod corpus;

@@ -504,21 +504,50 @@ fn a_hanging_hub_times_out_within_the_deadline() {
         },
         Duration::from_millis(250),
     );
+    // Each case on a client of its own: three failures in a row open a client's breaker.
+    let fresh = || HubSource::new(&s).unwrap();
     // Headers arrive but the body trickles: the deadline covers the body too.
     timed(
-        &|| source.search("trickle pdf", 2, far()).map(|_| ()),
+        &|| fresh().search("trickle pdf", 2, far()).map(|_| ()),
         s.timeout,
     );
-    timed(&|| source.client().get("x", far()).map(|_| ()), s.timeout);
+    timed(&|| fresh().client().get("x", far()).map(|_| ()), s.timeout);
     // Downloads have their own (longer) timeout.
     timed(
-        &|| source.client().download("x", far()).map(|_| ()),
+        &|| fresh().client().download("x", far()).map(|_| ()),
         s.download_timeout,
     );
     // A deadline already past fails at once, without a request.
     let before = hub.requests().len();
     let e = source.search("pdf", 2, Instant::now()).unwrap_err();
     assert!(matches!(e, Error::HubTimeout { after_ms: 0, .. }), "{e}");
+    assert_eq!(hub.requests().len(), before);
+}
+
+#[test]
+fn a_hub_that_keeps_hanging_is_not_asked_again_for_a_while() {
+    let hub = FakeHub::start(|_| Reply::Hang(Duration::from_secs(10)));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = settings(&hub, tmp.path());
+    s.timeout = Duration::from_millis(200);
+    let source = HubSource::new(&s).unwrap();
+    for _ in 0..3 {
+        let e = source.search("pdf forms", 2, far()).unwrap_err();
+        assert!(matches!(e, Error::HubTimeout { .. }), "{e}");
+    }
+    // The breaker is open: the next turns fail at once, without a request, and say why.
+    let before = hub.requests().len();
+    let t = Instant::now();
+    let e = source.search("pdf forms", 2, far()).unwrap_err();
+    assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
+    assert_eq!(hub.requests().len(), before);
+    assert_eq!(
+        e.to_string(),
+        "hub search: not called: its last 3 calls failed (the last: hub search: timeout after \
+         200 ms); trying again in 5 s"
+    );
+    let e = source.client().get("x", far()).unwrap_err();
+    assert!(e.to_string().contains("not called"), "{e}");
     assert_eq!(hub.requests().len(), before);
 }
 

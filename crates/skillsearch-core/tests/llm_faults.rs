@@ -695,3 +695,32 @@ fn prompts_match_their_golden_files() {
         &llm::gate_prompt("Rebase my branch", &cands()[..1], None, 3),
     );
 }
+
+#[test]
+fn a_model_endpoint_that_keeps_failing_is_not_called_for_a_while() {
+    let fake = Fake::start(|_| Reply::Body(503, r#"{"error": "overloaded"}"#.into()));
+    let c = client(&fake.base);
+    for _ in 0..3 {
+        let e = c.chat("hi", 0.0, Duration::from_secs(5)).unwrap_err();
+        assert!(e.to_string().contains("HTTP 503"), "{e}");
+    }
+    // Clones share the breaker: the rewrite and the gate see the same endpoint.
+    let clone = c.clone();
+    let e = clone.chat("hi", 0.0, Duration::from_secs(5)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("not called: its last 3 calls failed (the last: "),
+        "{e}"
+    );
+    assert_eq!(fake.requests().len(), 3);
+    // The rewrite falls back to the query as written, and says why.
+    let out = llm::rewrite(&c, "extract pdf tables", Duration::from_secs(5));
+    assert_eq!(fake.requests().len(), 3);
+    assert!(
+        out.error
+            .as_deref()
+            .is_some_and(|e| e.contains("not called")),
+        "{:?}",
+        out.error
+    );
+}

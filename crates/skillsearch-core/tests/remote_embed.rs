@@ -322,3 +322,46 @@ fn remote_embed_off_reason_is_the_note_until_a_retriever_is_attached() {
     let r = search(&c.idx, QUERY, Retriever::Hybrid);
     assert_eq!(r.retrievers, ["lexical", "semantic"]);
 }
+
+#[test]
+fn remote_embed_an_endpoint_that_keeps_hanging_is_skipped_for_a_while() {
+    let fake = Fake::start(|r| {
+        Reply::Late(
+            Duration::from_secs(5),
+            Box::new(vectors(r, |_| json!(vec![1.0; BOW_DIM]))),
+        )
+    });
+    let c = corpus();
+    embed_corpus(&c);
+    let emb = remote(&fake.base, Some(BOW_DIM), Duration::from_secs(10))
+        .with_query_timeout(Duration::from_millis(200));
+    c.idx
+        .attach_semantic(Arc::new(Semantic::new(&c.home, Arc::new(emb)).unwrap()));
+    for _ in 0..3 {
+        let r = search(&c.idx, QUERY, Retriever::Hybrid);
+        assert_eq!(r.retrievers, ["lexical"]);
+        assert!(
+            r.notes[0].contains("no complete reply within 200 ms"),
+            "{:?}",
+            r.notes
+        );
+    }
+    // Three in a row: the next turn answers lexically at once, without asking, and says why.
+    let asked = fake.requests().len();
+    let t = Instant::now();
+    let r = search(&c.idx, QUERY, Retriever::Hybrid);
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(fake.requests().len(), asked);
+    assert_eq!(r.retrievers, ["lexical"]);
+    assert_eq!(r.hits[0].id, "transcribe");
+    assert!(
+        r.notes[0].contains("not called: its last 3 calls failed (the last: ")
+            && r.notes[0].contains("no complete reply within 200 ms); trying again in 5 s"),
+        "{:?}",
+        r.notes
+    );
+}

@@ -17,10 +17,12 @@ pub use gate::{GateCandidate, GateOptions, GateOutcome, gate, gate_prompt};
 pub use remote_embed::RemoteEmbedder;
 pub use rewrite::{REWRITE_MAX_CHARS, RewriteOutcome, rewrite, rewrite_prompt};
 
+use crate::breaker::Breaker;
 use crate::config::{ModelSettings, Secret};
 use crate::error::{Error, Result};
 use serde_json::{Value, json};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Most bytes read from one reply (an embeddings batch of 4096 × 4096 floats fits).
@@ -54,6 +56,28 @@ pub(crate) fn endpoint(base: &str, path: &str) -> String {
 
 /// POSTs `body` as JSON and returns the JSON reply, all within `deadline`.
 pub(crate) fn post_json(
+    agent: &ureq::Agent,
+    breaker: &Breaker,
+    url: &str,
+    key: &Secret,
+    body: &Value,
+    deadline: Duration,
+) -> Result<Value> {
+    breaker.check().map_err(|why| Error::Http {
+        url: url.to_owned(),
+        message: why,
+    })?;
+    let r = post_json_unguarded(agent, url, key, body, deadline);
+    // Only an endpoint that cannot be reached, hangs, or answers with an HTTP error counts
+    // against it; a reply that is not what was asked for is no reason to stop asking.
+    match &r {
+        Err(e @ (Error::Http { .. } | Error::Timeout { .. })) => breaker.failure(&e.to_string()),
+        _ => breaker.success(),
+    }
+    r
+}
+
+fn post_json_unguarded(
     agent: &ureq::Agent,
     url: &str,
     key: &Secret,
@@ -121,6 +145,8 @@ pub struct ChatReply {
 #[derive(Clone)]
 pub struct ChatClient {
     agent: ureq::Agent,
+    /// Shared by the clones of this client.
+    breaker: Arc<Breaker>,
     base_url: String,
     model: String,
     api_key: Secret,
@@ -170,6 +196,7 @@ impl ChatClient {
     pub fn new(base_url: &str, model: &str, api_key: Secret, timeout: Duration) -> Self {
         ChatClient {
             agent: agent(),
+            breaker: Arc::new(Breaker::new()),
             base_url: base_url.trim().to_owned(),
             model: model.trim().to_owned(),
             api_key,
@@ -199,6 +226,7 @@ impl ChatClient {
         });
         let reply = post_json(
             &self.agent,
+            &self.breaker,
             &url,
             &self.api_key,
             &body,

@@ -2,6 +2,7 @@
 //! checked (count, order, dimension, finite values) before anything is returned.
 
 use super::{agent, endpoint, post_json};
+use crate::breaker::Breaker;
 use crate::config::{EmbeddingSettings, Secret};
 use crate::embed::{Embedder, l2_normalise};
 use crate::error::{Error, Result};
@@ -13,6 +14,7 @@ use std::time::Duration;
 /// A remote embedder; its id is `remote:<model>`.
 pub struct RemoteEmbedder {
     agent: ureq::Agent,
+    breaker: Breaker,
     url: String,
     model: String,
     id: String,
@@ -59,6 +61,7 @@ impl RemoteEmbedder {
         }
         Ok(RemoteEmbedder {
             agent: agent(),
+            breaker: Breaker::new(),
             url: endpoint(s.base_url.trim(), "embeddings"),
             model: s.model.trim().to_owned(),
             id: format!("remote:{}", s.model.trim()),
@@ -105,7 +108,14 @@ impl RemoteEmbedder {
 
     fn embed_batch(&self, texts: &[&str], timeout: Duration) -> Result<Vec<Vec<f32>>> {
         let body = json!({"model": self.model, "input": texts});
-        let reply = post_json(&self.agent, &self.url, &self.api_key, &body, timeout)?;
+        let reply = post_json(
+            &self.agent,
+            &self.breaker,
+            &self.url,
+            &self.api_key,
+            &body,
+            timeout,
+        )?;
         let data = reply
             .get("data")
             .and_then(Value::as_array)
