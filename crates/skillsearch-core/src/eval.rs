@@ -74,6 +74,58 @@ pub fn score(ranked: &[String], relevant: &BTreeMap<String, u32>) -> QueryScore 
     }
 }
 
+/// What is wrong with a query file for this corpus, one line each: queries whose relevant
+/// skills include ids the corpus does not have (they can only count as misses: a file made for
+/// another corpus, or a skill that moved), and queries with no relevant skill (they score 0).
+pub fn label_warnings<'a>(
+    queries: &[LabelledQuery],
+    ids: impl Iterator<Item = &'a str>,
+) -> Vec<String> {
+    let ids: std::collections::HashSet<&str> = ids.collect();
+    let mut unknown: Vec<String> = Vec::new();
+    let mut unlabelled: Vec<&str> = Vec::new();
+    for q in queries {
+        let missing: Vec<&str> = q
+            .relevant
+            .keys()
+            .map(String::as_str)
+            .filter(|id| !ids.contains(id))
+            .collect();
+        if !missing.is_empty() {
+            unknown.push(format!("{} ({})", q.id, missing.join(", ")));
+        }
+        if !q.relevant.values().any(|g| *g > 0) {
+            unlabelled.push(&q.id);
+        }
+    }
+    let some = |v: &[String]| {
+        let mut s = v.iter().take(5).cloned().collect::<Vec<_>>().join("; ");
+        if v.len() > 5 {
+            s.push_str(&format!("; and {} more", v.len() - 5));
+        }
+        s
+    };
+    let mut out = Vec::new();
+    if !unknown.is_empty() {
+        out.push(format!(
+            "{} of {} queries name relevant skills that are not in the corpus, which count as misses: {}",
+            unknown.len(),
+            queries.len(),
+            some(&unknown)
+        ));
+    }
+    if !unlabelled.is_empty() {
+        let ids: Vec<String> = unlabelled.iter().map(|s| (*s).to_owned()).collect();
+        out.push(format!(
+            "{} of {} queries have no relevant skill and score 0: {}",
+            ids.len(),
+            queries.len(),
+            some(&ids)
+        ));
+    }
+    out
+}
+
 /// The summary `eval` prints; key names are the JSON contract.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Summary {
@@ -145,6 +197,25 @@ mod tests {
         assert!((s.ndcg10 - dcg / idcg).abs() < 1e-12);
         let s = score(&ids(&["b"]), &rel);
         assert_eq!((s.hit1, s.recall10, s.mrr10), (1.0, 0.5, 1.0));
+    }
+
+    #[test]
+    fn labels_that_do_not_fit_the_corpus_are_reported() {
+        let qs = parse_queries(concat!(
+            "{\"id\":\"a\",\"query\":\"q\",\"relevant\":{\"pdf\":1}}\n",
+            "{\"id\":\"b\",\"query\":\"q\",\"relevant\":{\"pdf\":1,\"gone\":2}}\n",
+            "{\"id\":\"c\",\"query\":\"q\",\"relevant\":{}}\n",
+        ))
+        .unwrap();
+        let w = label_warnings(&qs, ["pdf", "git"].into_iter());
+        assert_eq!(
+            w,
+            [
+                "1 of 3 queries name relevant skills that are not in the corpus, which count as misses: b (gone)",
+                "1 of 3 queries have no relevant skill and score 0: c",
+            ]
+        );
+        assert!(label_warnings(&qs[..1], ["pdf"].into_iter()).is_empty());
     }
 
     #[test]

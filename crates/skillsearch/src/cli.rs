@@ -1362,7 +1362,14 @@ fn cmd_eval(
         let texts: Vec<&str> = labelled.iter().map(|q| q.query.as_str()).collect();
         sem.store_queries(&texts, crate::embedding::batch(s))?;
     }
-    let n_skills = idx.doc_keys()?.iter().filter(|k| k.valid).count();
+    let keys = idx.doc_keys()?;
+    let n_skills = keys.iter().filter(|k| k.valid).count();
+    for warning in eval::label_warnings(
+        &labelled,
+        keys.iter().filter(|k| k.valid).map(|k| k.rel.as_str()),
+    ) {
+        tracing::warn!("{}: {warning}", queries.display());
+    }
     // Eval measures ranking, so it does not gate on this machine's PATH or environment.
     let gate = GateEnv::allow_all();
     let mut scores = Vec::with_capacity(labelled.len());
