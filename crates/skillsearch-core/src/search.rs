@@ -8,18 +8,23 @@ use crate::gate::{Exclusion, GateEnv};
 use crate::index::SkillIndex;
 use serde::Serialize;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::PathBuf;
+use tantivy::columnar::StrColumn;
 use tantivy::query::{BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery, Weight};
 use tantivy::schema::{IndexRecordOption, Value as _};
 use tantivy::{DocAddress, DocId, Score, Searcher, SegmentReader, TantivyDocument, Term};
 
-/// A ranked document, before its stored fields are read.
+/// A ranked document, before its stored fields are read. `rel` (the id) is looked up in the
+/// segment's dictionary only when something needs it before the stored fields are read (a tie
+/// across segments, fusion); otherwise it comes with the stored fields.
 struct Candidate {
     score: Score,
     root: usize,
-    rel: String,
+    rel: Option<String>,
     addr: DocAddress,
+    /// The id's ordinal in its segment's dictionary (ordered like the id within a segment).
+    rel_ord: u64,
 }
 
 /// A candidate inside one segment, where the id's dictionary ordinal orders like the id.
@@ -424,11 +429,14 @@ impl SkillIndex {
                     .map(|c| Candidate {
                         score: c.score,
                         root: c.key.root,
-                        rel: c.key.rel,
+                        rel: Some(c.key.rel),
                         addr: c.key.address,
+                        rel_ord: 0,
                     })
                     .collect();
                 if lexical_on {
+                    let mut lexical = lexical;
+                    self.resolve_ids(&searcher, &mut lexical)?;
                     fuse(lexical, sem, opts)
                 } else {
                     sem
@@ -469,6 +477,7 @@ impl SkillIndex {
             root,
             rel,
             addr,
+            ..
         } in ranked
         {
             if result.hits.len() == opts.top_k {
@@ -480,6 +489,14 @@ impl SkillIndex {
                 .and_then(|v| v.as_str())
                 .unwrap_or("")
                 .to_owned();
+            let rel = match rel {
+                Some(rel) => rel,
+                None => doc
+                    .get_first(self.f.rel)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_owned(),
+            };
             let meta = self.stored_of(&doc)?.meta;
             // Only a skill in a root of higher precedence shadows; two skills of one name in
             // the same root are both kept (their ids differ) and reported by `index`.
@@ -561,17 +578,67 @@ impl SkillIndex {
             exhausted &= done;
             all.extend(cands);
         }
+        // By (score desc, root asc, id asc). Within a segment the id's ordinal orders like the
+        // id; only runs of equal (score, root) that span segments need the ids themselves.
+        let same = |a: &Candidate, b: &Candidate| a.score == b.score && a.root == b.root;
         all.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
                 .then(a.root.cmp(&b.root))
-                .then(a.rel.cmp(&b.rel))
+                .then(a.addr.segment_ord.cmp(&b.addr.segment_ord))
+                .then(a.rel_ord.cmp(&b.rel_ord))
         });
+        let mut start = 0;
+        while start < all.len().min(k + 1) {
+            let end = start
+                + all[start..]
+                    .iter()
+                    .take_while(|c| same(c, &all[start]))
+                    .count();
+            let run = &mut all[start..end];
+            if run
+                .iter()
+                .any(|c| c.addr.segment_ord != run[0].addr.segment_ord)
+            {
+                self.resolve_ids(searcher, run)?;
+                run.sort_by(|a, b| a.rel.cmp(&b.rel));
+            }
+            start = end;
+        }
         if all.len() > k {
             all.truncate(k);
             exhausted = false;
         }
         Ok((all, exhausted))
+    }
+
+    /// Fills in the ids of candidates that have none, from their segments' dictionaries.
+    fn resolve_ids(&self, searcher: &Searcher, cands: &mut [Candidate]) -> Result<()> {
+        let mut columns: HashMap<u32, Option<StrColumn>> = HashMap::new();
+        for c in cands.iter_mut().filter(|c| c.rel.is_none()) {
+            let seg = c.addr.segment_ord;
+            let column = match columns.entry(seg) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                    searcher
+                        .segment_reader(seg)
+                        .fast_fields()
+                        .str("rel")
+                        .map_err(|e| self.index_err(e))?,
+                ),
+            };
+            let mut rel = String::new();
+            if let Some(col) = column {
+                col.ord_to_str(c.rel_ord, &mut rel)
+                    .map_err(|e| crate::Error::Format {
+                        what: "index",
+                        path: self.dir().to_path_buf(),
+                        message: e.to_string(),
+                    })?;
+            }
+            c.rel = Some(rel);
+        }
+        Ok(())
     }
 
     /// One segment's best `k` by (score desc, root asc, id asc); true when nothing else matched.
@@ -616,24 +683,17 @@ impl SkillIndex {
                 }
             })
             .map_err(|e| self.index_err(e))?;
-        let mut out = Vec::with_capacity(heap.len());
-        for c in heap.into_vec() {
-            let mut rel = String::new();
-            if let Some(col) = &rel_col {
-                col.ord_to_str(c.rel_ord, &mut rel)
-                    .map_err(|e| crate::Error::Format {
-                        what: "index",
-                        path: self.dir().to_path_buf(),
-                        message: e.to_string(),
-                    })?;
-            }
-            out.push(Candidate {
+        let out = heap
+            .into_vec()
+            .into_iter()
+            .map(|c| Candidate {
                 score: c.score,
                 root: c.root as usize,
-                rel,
+                rel: None,
                 addr: DocAddress::new(seg_ord, c.doc),
-            });
-        }
+                rel_ord: c.rel_ord,
+            })
+            .collect();
         Ok((out, matched <= k))
     }
 
@@ -671,7 +731,7 @@ impl SkillIndex {
 
 /// Weighted RRF of the lexical and semantic rankings; a hit's score becomes its fused score.
 fn fuse(lexical: Vec<Candidate>, semantic: Vec<Candidate>, opts: &SearchOptions) -> Vec<Candidate> {
-    let key = |c: &Candidate| (c.root, c.rel.clone());
+    let key = |c: &Candidate| (c.root, c.rel.clone().unwrap_or_default());
     let lists = [
         (
             f64::from(opts.lexical_weight),
