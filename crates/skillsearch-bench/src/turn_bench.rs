@@ -89,17 +89,7 @@ pub fn run(args: &TurnArgs) -> Result<()> {
     let (idx, _) = SkillIndex::open(&roots, &cfg, Refresh::Always, &|_| {})?;
     // The daemon's settings when nothing is configured: the defaults of every key.
     let settings = config::resolve(&config::Layers::default())?;
-    let opts = SearchOptions {
-        top_k: settings.top_k,
-        name_weight: settings.name_weight,
-        description_weight: settings.description_weight,
-        body_weight: settings.body_weight,
-        retriever: settings.retriever,
-        rrf_k: settings.rrf_k,
-        lexical_weight: settings.lexical_weight,
-        semantic_weight: settings.semantic_weight,
-        ..SearchOptions::default()
-    };
+    let opts = SearchOptions::from_settings(&settings, settings.top_k);
     let render = RenderOptions {
         heading: settings.heading.clone(),
         token_budget: settings.token_budget,

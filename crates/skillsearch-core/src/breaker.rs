@@ -97,22 +97,6 @@ impl Breaker {
         // Otherwise a call that began before the breaker opened: it neither opens it again
         // nor lengthens the cool-down.
     }
-
-    /// Runs `call` unless the breaker is open, recording how it went; `refused` turns the
-    /// reason into the caller's error.
-    pub fn guard<T, E: std::fmt::Display>(
-        &self,
-        refused: impl FnOnce(String) -> E,
-        call: impl FnOnce() -> Result<T, E>,
-    ) -> Result<T, E> {
-        self.check().map_err(refused)?;
-        let r = call();
-        match &r {
-            Ok(_) => self.success(),
-            Err(e) => self.failure(&e.to_string()),
-        }
-        r
-    }
 }
 
 #[cfg(test)]
@@ -171,29 +155,5 @@ mod tests {
         b.success();
         assert!(b.check_at(t + MAX_COOL_DOWN).is_ok());
         assert!(b.check_at(t + MAX_COOL_DOWN).is_ok());
-    }
-
-    #[test]
-    fn guard_records_the_outcome_and_refuses_without_calling() {
-        let b = Breaker::new();
-        let calls = std::cell::Cell::new(0);
-        let failing = || {
-            calls.set(calls.get() + 1);
-            Err::<(), String>("HTTP 503".into())
-        };
-        for _ in 0..THRESHOLD {
-            assert_eq!(b.guard(|w| w, failing), Err("HTTP 503".into()));
-        }
-        let refused = b.guard(|w| format!("refused: {w}"), failing).unwrap_err();
-        assert!(
-            refused
-                .starts_with("refused: not called: its last 3 calls failed (the last: HTTP 503)"),
-            "{refused}"
-        );
-        assert_eq!(
-            calls.get(),
-            THRESHOLD as usize,
-            "the refused call was not made"
-        );
     }
 }

@@ -83,7 +83,7 @@ pub fn label_warnings<'a>(
 ) -> Vec<String> {
     let ids: std::collections::HashSet<&str> = ids.collect();
     let mut unknown: Vec<String> = Vec::new();
-    let mut unlabelled: Vec<&str> = Vec::new();
+    let mut unlabelled: Vec<String> = Vec::new();
     for q in queries {
         let missing: Vec<&str> = q
             .relevant
@@ -95,7 +95,7 @@ pub fn label_warnings<'a>(
             unknown.push(format!("{} ({})", q.id, missing.join(", ")));
         }
         if !q.relevant.values().any(|g| *g > 0) {
-            unlabelled.push(&q.id);
+            unlabelled.push(q.id.clone());
         }
     }
     let some = |v: &[String]| {
@@ -115,12 +115,11 @@ pub fn label_warnings<'a>(
         ));
     }
     if !unlabelled.is_empty() {
-        let ids: Vec<String> = unlabelled.iter().map(|s| (*s).to_owned()).collect();
         out.push(format!(
             "{} of {} queries have no relevant skill and score 0: {}",
-            ids.len(),
+            unlabelled.len(),
             queries.len(),
-            some(&ids)
+            some(&unlabelled)
         ));
     }
     out

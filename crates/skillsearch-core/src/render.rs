@@ -51,7 +51,6 @@ pub fn render(
     counter: &TokenCounter,
 ) -> Rendered {
     let mut out = Rendered::default();
-    let mut parts: Vec<String> = Vec::new();
     // Bytes and (once counting has started) tokens of the block built so far.
     let mut bytes = heading.len();
     let mut tokens: Option<usize> = None;
@@ -93,24 +92,16 @@ pub fn render(
         if fits {
             bytes += piece.len();
             pieces.push(piece);
-            parts.push(header);
-            if !body.is_empty() {
-                parts.push(body.to_owned());
-            }
             out.included.push(s.qualified_id.clone());
         } else {
             out.over_budget.push(s.qualified_id.clone());
         }
     }
-    if !parts.is_empty() {
-        out.text = join(heading, &parts);
+    if !pieces.is_empty() {
+        out.text = format!("{heading}{}", pieces.concat());
         out.tokens = tokens;
     }
     out
-}
-
-fn join(heading: &str, parts: &[String]) -> String {
-    format!("{heading}\n\n{}", parts.join("\n\n"))
 }
 
 static LINK: LazyLock<Regex> = LazyLock::new(|| {

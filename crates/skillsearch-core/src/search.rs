@@ -125,6 +125,23 @@ impl Retriever {
     }
 }
 
+impl SearchOptions {
+    /// The ranking the settings configure, returning `top_k` hits; the rest are defaults.
+    pub fn from_settings(s: &crate::config::Settings, top_k: usize) -> Self {
+        SearchOptions {
+            top_k,
+            name_weight: s.name_weight,
+            description_weight: s.description_weight,
+            body_weight: s.body_weight,
+            retriever: s.retriever,
+            rrf_k: s.rrf_k,
+            lexical_weight: s.lexical_weight,
+            semantic_weight: s.semantic_weight,
+            ..SearchOptions::default()
+        }
+    }
+}
+
 impl Default for SearchOptions {
     fn default() -> Self {
         SearchOptions {

@@ -469,12 +469,8 @@ pub(crate) fn roots_of(s: &Settings) -> Result<Roots> {
 }
 
 pub(crate) fn options(s: &Settings, rank: Option<&RankArgs>, top_k: usize) -> SearchOptions {
-    let d = SearchOptions::default();
+    let d = SearchOptions::from_settings(s, top_k);
     SearchOptions {
-        top_k,
-        name_weight: s.name_weight,
-        description_weight: s.description_weight,
-        body_weight: s.body_weight,
         stopword_df: rank.and_then(|r| r.stopword_df).unwrap_or(d.stopword_df),
         body_stopword_df: rank
             .and_then(|r| r.body_stopword_df)
@@ -482,10 +478,6 @@ pub(crate) fn options(s: &Settings, rank: Option<&RankArgs>, top_k: usize) -> Se
         max_query_terms: rank
             .and_then(|r| r.max_query_terms)
             .unwrap_or(d.max_query_terms),
-        retriever: s.retriever,
-        rrf_k: s.rrf_k,
-        lexical_weight: s.lexical_weight,
-        semantic_weight: s.semantic_weight,
         ..d
     }
 }
