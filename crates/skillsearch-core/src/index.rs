@@ -200,6 +200,8 @@ pub struct SkillIndex {
     semantic_off: std::sync::RwLock<Option<String>>,
     /// Searches running on this index now (see [`SkillIndex::may_split`]).
     searching: std::sync::atomic::AtomicUsize,
+    /// Whether searches may split their work at all (see [`SkillIndex::set_split`]).
+    split: std::sync::atomic::AtomicBool,
 }
 
 /// Counts one running search while alive.
@@ -245,12 +247,22 @@ impl SkillIndex {
         Searching(&self.searching)
     }
 
+    /// Lets searches split their work over the rayon pool while a core is free (the default),
+    /// or keeps each on its caller's thread. A daemon that runs one retrieval per core on its
+    /// own threads turns splitting off: it cannot see the requests queued behind the running
+    /// ones, and a split search takes cores from them.
+    pub fn set_split(&self, on: bool) {
+        self.split.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Whether a search may split its work (segments, the vector scan) over the rayon pool:
     /// only while fewer searches (or whole turns) run than the pool has threads. When every core already has a
     /// search of its own, splitting only adds hand-offs and idle spinning (a daemon under load
     /// answered ~25% more turns per second with each search on one thread).
     pub(crate) fn may_split(&self) -> bool {
-        self.searching.load(std::sync::atomic::Ordering::Relaxed) < rayon::current_num_threads()
+        self.split.load(std::sync::atomic::Ordering::Relaxed)
+            && self.searching.load(std::sync::atomic::Ordering::Relaxed)
+                < rayon::current_num_threads()
     }
 
     /// Opens the index for `roots`, building it when missing and rebuilding it when it is
@@ -356,6 +368,7 @@ impl SkillIndex {
             semantic: Default::default(),
             semantic_off: Default::default(),
             searching: Default::default(),
+            split: std::sync::atomic::AtomicBool::new(true),
         };
         // Opening the reader already opened every segment (a truncated file fails there); also
         // open each segment's fast-field columns, which is cheap and catches a damaged one.
@@ -723,9 +736,10 @@ impl SkillIndex {
                 return self.refresh(progress);
             }
             // Small updates add a segment each; merging them costs more than it saves until
-            // there are many, so merge only then (and wait, so no merge is left half-done).
+            // there are many, so merge only then (and wait, so no merge is left half-done). A
+            // full build merges all its segments into one itself, after its commit.
             let segments = self.searcher().segment_readers().len();
-            if !full_build && segments < MERGE_AFTER_SEGMENTS {
+            if full_build || segments < MERGE_AFTER_SEGMENTS {
                 writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
             }
             for p in removed {
@@ -744,6 +758,19 @@ impl SkillIndex {
             let new_diags = self.index_files(&writer, &to_read, progress)?;
             report.diagnostics.extend(new_diags);
             writer.commit().map_err(|e| self.index_err(e))?;
+            if full_build {
+                // Each indexing thread wrote its own segment. One segment answers a search
+                // with one set of scorers and no ties to settle across segments: a daemon under
+                // load spent ~20% more CPU per retrieval on two (ARCHITECTURE.md, "Daemon under
+                // load"). Merging 64K skills takes well under a second.
+                let ids = self
+                    .index
+                    .searchable_segment_ids()
+                    .map_err(|e| self.index_err(e))?;
+                if ids.len() > 1 {
+                    writer.merge(&ids).wait().map_err(|e| self.index_err(e))?;
+                }
+            }
             writer
                 .wait_merging_threads()
                 .map_err(|e| self.index_err(e))?;
@@ -1043,5 +1070,34 @@ mod tests {
         assert!(idx.may_split(), "a search that ended is no longer counted");
         drop(running);
         assert_eq!(idx.searching.load(std::sync::atomic::Ordering::Relaxed), 0);
+        idx.set_split(false);
+        assert!(!idx.may_split(), "splitting was turned off");
+        idx.set_split(true);
+        assert!(idx.may_split());
+    }
+
+    #[test]
+    fn a_full_build_leaves_one_segment() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("skills");
+        for i in 0..400 {
+            let dir = root.join(format!("s{i:03}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("SKILL.md"),
+                format!(
+                    "---\nname: skill-{i}\ndescription: Does task number {i}\n---\nBody {i}.\n"
+                ),
+            )
+            .unwrap();
+        }
+        let mut cfg = IndexConfig::new(tmp.path().join("home"));
+        // Several indexing threads write a segment each; the build merges them.
+        cfg.threads = 4;
+        let (idx, _) =
+            SkillIndex::open(&Roots::explicit([&root]), &cfg, Refresh::Always, &|_| {}).unwrap();
+        let searcher = idx.searcher();
+        assert_eq!(searcher.num_docs(), 400);
+        assert_eq!(searcher.segment_readers().len(), 1);
     }
 }

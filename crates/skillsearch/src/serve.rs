@@ -100,21 +100,20 @@ struct App {
     embedding: Arc<crate::embedding::Background>,
     /// The hub, rewrite and gate the settings configure.
     remote: Remote,
-    /// Fresh retrievals running at once (see [`retrieval_slots`]); waiters are served in order.
-    slots: Arc<tokio::sync::Semaphore>,
+    /// Fresh retrievals run on the runtime's own threads (see [`runs_inline`]).
+    inline: bool,
 }
 
-/// How many fresh retrievals may run at once: one per core when a retrieval is all local
-/// computation, so that under load requests queue first come first served instead of
-/// time-slicing each other (64 clients with unique queries on 2 cores: p99 288 → see
-/// ARCHITECTURE.md, "Daemon under load"). Unbounded when a retrieval can wait on the network
-/// (hub, rewrite, gate, remote query embeddings): a slow endpoint must not hold the queue.
-fn retrieval_slots(settings: &Settings, remote: &Remote) -> usize {
-    if remote.is_active() || !settings.embedding.base_url.trim().is_empty() {
-        tokio::sync::Semaphore::MAX_PERMITS
-    } else {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
-    }
+/// Whether a fresh retrieval runs on the async runtime's worker thread that took the request,
+/// rather than being handed to the blocking pool: when a retrieval is all local computation
+/// (well under a millisecond at 64K skills, a few with a local sentence model). The runtime has
+/// one worker per core, so at most one retrieval runs per core and the rest wait their turn,
+/// and no request pays for the hand-off between threads, which cost a daemon under load about
+/// as much CPU as the retrieval itself (ARCHITECTURE.md, "Daemon under load"). A retrieval that
+/// can wait on the network (hub, rewrite, gate, remote query embeddings) goes to the blocking
+/// pool, so a slow endpoint never holds a worker.
+fn runs_inline(settings: &Settings, remote: &Remote) -> bool {
+    !remote.is_active() && settings.embedding.base_url.trim().is_empty()
 }
 
 /// A problem with a request, answered as `{"error": …}` with an HTTP status.
@@ -343,6 +342,8 @@ impl App {
                             refresh,
                             &|_| {},
                         )?;
+                        // One retrieval per worker thread already uses every core.
+                        idx.set_split(!app.inline);
                         let idx = Arc::new(idx);
                         app.embedding.register(&idx);
                         watch(idx.clone(), app.settings.refresh_ms);
@@ -484,16 +485,9 @@ impl App {
             if let Some(hit) = cached() {
                 return anyhow::Ok(hit);
             }
-            let slot = app.slots.clone().acquire_owned().await?;
-            // Another request may have answered the same query while this one waited.
-            if let Some(hit) = cached() {
-                return anyhow::Ok(hit);
-            }
             let app2 = app.clone();
             let q = query.clone();
-            let answer = tokio::task::spawn_blocking(move || {
-                // Held until the retrieval ends, even when the request's deadline passed first.
-                let _slot = slot;
+            let job = move || {
                 let s = &app2.settings;
                 let ro = app2.render.clone();
                 let opts = options(s, None, top_k);
@@ -536,8 +530,12 @@ impl App {
                     )?;
                     anyhow::Ok(Arc::new((deliver::injected_context(&r.text), Some(r))))
                 }
-            })
-            .await??;
+            };
+            let answer = if app.inline {
+                job()?
+            } else {
+                tokio::task::spawn_blocking(job).await??
+            };
             // An answer a failed remote part made poorer is not kept.
             let degraded = answer.1.as_ref().is_some_and(|r| r.stages.degraded);
             if cacheable
@@ -1056,9 +1054,7 @@ pub fn run(
     let inventory = skillsearch_core::plan::Inventory::load(&settings.plugins);
     let embedding = crate::embedding::Background::start(&home, &settings);
     let remote = Remote::from_settings(&settings, &home);
-    let slots = Arc::new(tokio::sync::Semaphore::new(retrieval_slots(
-        &settings, &remote,
-    )));
+    let inline = runs_inline(&settings, &remote);
     for d in &inventory.diagnostics {
         tracing::warn!(target: "serve", "{d}");
     }
@@ -1084,7 +1080,7 @@ pub fn run(
         log,
         embedding,
         remote,
-        slots,
+        inline,
     });
     {
         // Load the BPE tables in the background so the first request does not pay for them.
