@@ -50,6 +50,8 @@ struct Workspace {
 struct AnswerCache {
     map: HashMap<CacheKey, Answer>,
     order: std::collections::VecDeque<CacheKey>,
+    /// The approximate size of the answers kept (see [`answer_bytes`]).
+    bytes: usize,
 }
 
 /// (roots, query, mode, top_k, skill_search?, index generation, semantic ready?)
@@ -66,8 +68,24 @@ type CacheKey = (
 );
 type Answer = Arc<(String, Option<deliver::Retrieval>)>;
 
-/// Answers kept.
+/// Answers kept at most.
 const CACHE_ENTRIES: usize = 2048;
+/// Bytes of answers kept at most: an auto-mode answer carries whole skill bodies (~30 KB at the
+/// default budget), so 2,048 of them could hold over 100 MB.
+const CACHE_BYTES: usize = 32 << 20;
+
+/// Roughly what an answer holds: its texts, and its hits and notes.
+fn answer_bytes(a: &Answer) -> usize {
+    let retrieval = a.1.as_ref().map_or(0, |r| {
+        r.text.len()
+            + r.hits
+                .iter()
+                .map(|h| 256 + h.description.len())
+                .sum::<usize>()
+            + r.notes.iter().map(String::len).sum::<usize>()
+    });
+    256 + a.0.len() + retrieval
+}
 
 impl AnswerCache {
     fn get(&self, k: &CacheKey) -> Option<Answer> {
@@ -75,12 +93,23 @@ impl AnswerCache {
     }
 
     fn put(&mut self, k: CacheKey, v: Answer) {
-        if self.map.insert(k.clone(), v).is_none() {
-            self.order.push_back(k);
-            while self.order.len() > CACHE_ENTRIES {
-                if let Some(old) = self.order.pop_front() {
-                    self.map.remove(&old);
-                }
+        let size = answer_bytes(&v);
+        if size > CACHE_BYTES {
+            return;
+        }
+        match self.map.insert(k.clone(), v) {
+            Some(old) => self.bytes = self.bytes - answer_bytes(&old) + size,
+            None => {
+                self.order.push_back(k);
+                self.bytes += size;
+            }
+        }
+        while self.order.len() > CACHE_ENTRIES || self.bytes > CACHE_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(a) = self.map.remove(&old) {
+                self.bytes -= answer_bytes(&a);
             }
         }
     }
@@ -1111,7 +1140,53 @@ pub fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::may_change_skills;
+    use super::{
+        AnswerCache, CACHE_BYTES, CACHE_ENTRIES, CacheKey, answer_bytes, may_change_skills,
+    };
+    use std::sync::Arc;
+
+    fn key(q: &str) -> CacheKey {
+        (Vec::new(), q.to_owned(), "auto", 3, false, 1, false, None)
+    }
+
+    #[test]
+    fn the_answer_cache_keeps_to_its_byte_budget_and_evicts_the_oldest_first() {
+        let mut cache = AnswerCache::default();
+        let big = |c: char| Arc::new((c.to_string().repeat(1 << 20), None));
+        // 1 MiB answers: the budget holds fewer of them than the entry limit.
+        let fit = CACHE_BYTES / answer_bytes(&big('x'));
+        assert!(fit < CACHE_ENTRIES);
+        for i in 0..fit + 5 {
+            cache.put(key(&format!("q{i}")), big('x'));
+            assert!(
+                cache.bytes <= CACHE_BYTES,
+                "{} bytes after {i}",
+                cache.bytes
+            );
+        }
+        assert_eq!(cache.map.len(), fit);
+        assert!(cache.get(&key("q0")).is_none(), "the oldest went first");
+        assert!(cache.get(&key(&format!("q{}", fit + 4))).is_some());
+        let kept: usize = cache.map.values().map(answer_bytes).sum();
+        assert_eq!(cache.bytes, kept);
+        // Replacing an answer re-counts it; one bigger than the whole budget is not kept.
+        cache.put(
+            key(&format!("q{}", fit + 4)),
+            Arc::new(("small".into(), None)),
+        );
+        assert_eq!(
+            cache.bytes,
+            cache.map.values().map(answer_bytes).sum::<usize>()
+        );
+        cache.put(key("huge"), Arc::new(("y".repeat(CACHE_BYTES + 1), None)));
+        assert!(cache.get(&key("huge")).is_none());
+        // Small answers stop at the entry limit.
+        let mut cache = AnswerCache::default();
+        for i in 0..CACHE_ENTRIES + 10 {
+            cache.put(key(&format!("s{i}")), Arc::new(("a".into(), None)));
+        }
+        assert_eq!(cache.map.len(), CACHE_ENTRIES);
+    }
     use notify::event::{
         AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RemoveKind, RenameMode,
     };

@@ -597,3 +597,74 @@ fn host_supplied_sources_join_the_turn() {
         assert!(v["error"].as_str().unwrap().contains(field), "{v}");
     }
 }
+
+/// One keep-alive connection: posts `body` to `path` and reads one response (by its
+/// Content-Length), for clients that send many requests over one connection.
+fn keep_alive_post(s: &mut BufReader<TcpStream>, addr: &str, path: &str, body: &Value) -> Value {
+    let body = serde_json::to_vec(body).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.get_mut().write_all(head.as_bytes()).unwrap();
+    s.get_mut().write_all(&body).unwrap();
+    let mut status = String::new();
+    s.read_line(&mut status).unwrap();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status:?}");
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        s.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse().unwrap();
+        }
+    }
+    let mut out = vec![0; length];
+    s.read_exact(&mut out).unwrap();
+    serde_json::from_slice(&out).unwrap()
+}
+
+#[test]
+fn many_keep_alive_clients_are_all_answered_and_sigterm_still_stops_cleanly() {
+    let (_t, home, skills) = library();
+    let mut d = Daemon::start(&home, &skills, &["--mode", "auto"]);
+    // More connections than cores, each asking one question after another on one connection
+    // (retrievals run on the runtime's worker threads, one per core).
+    let clients: Vec<_> = (0..6)
+        .map(|c| {
+            let addr = d.addr.clone();
+            std::thread::spawn(move || {
+                let s = TcpStream::connect(&addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let mut s = BufReader::new(s);
+                for i in 0..5 {
+                    let q = format!("extract tables from scanned pdf files {c} {i}");
+                    let v = keep_alive_post(&mut s, &addr, "/v1/retrieve", &json!({"query": q}));
+                    assert!(
+                        v["text"].as_str().unwrap_or("").contains("PARSNIP"),
+                        "client {c}, request {i}: {v}"
+                    );
+                }
+                s
+            })
+        })
+        .collect();
+    // The connections stay open (idle) while the daemon is told to stop.
+    let open: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let pid = d.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = d.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    drop(open);
+}
