@@ -311,9 +311,9 @@ pub fn retrieve_turn(
             true
         }
         None => {
-            let loaded = corpus::load(&c.hit.path, corpus::DEFAULT_MAX_FILE_BYTES);
-            c.body = Some(loaded.body);
-            loaded.valid
+            let (body, valid) = index.skill_body(&c.hit.path);
+            c.body = Some(body);
+            valid
         }
     });
 

@@ -202,6 +202,68 @@ pub struct SkillIndex {
     searching: std::sync::atomic::AtomicUsize,
     /// Whether searches may split their work at all (see [`SkillIndex::set_split`]).
     split: std::sync::atomic::AtomicBool,
+    /// Skill bodies read for rendering (see [`SkillIndex::skill_body`]).
+    bodies: std::sync::Mutex<Bodies>,
+}
+
+/// Bytes of skill bodies a [`SkillIndex`] keeps for rendering.
+const BODY_CACHE_BYTES: usize = 16 << 20;
+
+/// Skill bodies by path, read while the searcher was at `generation`, oldest first out.
+struct Bodies {
+    generation: u64,
+    map: HashMap<PathBuf, (String, bool)>,
+    order: std::collections::VecDeque<PathBuf>,
+    bytes: usize,
+    limit: usize,
+}
+
+impl Default for Bodies {
+    fn default() -> Self {
+        Bodies {
+            generation: 0,
+            map: HashMap::new(),
+            order: std::collections::VecDeque::new(),
+            bytes: 0,
+            limit: BODY_CACHE_BYTES,
+        }
+    }
+}
+
+impl Bodies {
+    fn get(&mut self, generation: u64, path: &Path) -> Option<(String, bool)> {
+        if self.generation != generation {
+            *self = Bodies {
+                generation,
+                limit: self.limit,
+                ..Bodies::default()
+            };
+            return None;
+        }
+        self.map.get(path).cloned()
+    }
+
+    fn put(&mut self, generation: u64, path: &Path, body: &str, valid: bool) {
+        // A body as big as a good part of the budget would only push the others out.
+        if self.generation != generation
+            || body.len() > self.limit / 4
+            || self.map.contains_key(path)
+        {
+            return;
+        }
+        self.bytes += body.len();
+        self.map
+            .insert(path.to_path_buf(), (body.to_owned(), valid));
+        self.order.push_back(path.to_path_buf());
+        while self.bytes > self.limit {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some((b, _)) = self.map.remove(&old) {
+                self.bytes -= b.len();
+            }
+        }
+    }
 }
 
 /// Counts one running search while alive.
@@ -369,6 +431,7 @@ impl SkillIndex {
             semantic_off: Default::default(),
             searching: Default::default(),
             split: std::sync::atomic::AtomicBool::new(true),
+            bodies: Default::default(),
         };
         // Opening the reader already opened every segment (a truncated file fails there); also
         // open each segment's fast-field columns, which is cheap and catches a damaged one.
@@ -551,6 +614,29 @@ impl SkillIndex {
 
     pub(crate) fn searcher(&self) -> Searcher {
         self.reader.searcher()
+    }
+
+    /// The body of the `SKILL.md` at `path` (a hit of this index) as rendering reads it, and
+    /// whether it is a usable skill. Bodies are kept, up to 16 MiB, until the index changes: a
+    /// refresh that finds an edit commits a new generation, and the body is read again then, so
+    /// a rendered body is as fresh as the index that found it. Reading the file for every
+    /// rendering cost a daemon under load ~18% of its CPU (the open and read, the front matter,
+    /// and the watcher woken by each access).
+    pub fn skill_body(&self, path: &Path) -> (String, bool) {
+        let generation = self.searcher().generation().generation_id();
+        if let Some(found) = self
+            .bodies
+            .lock()
+            .ok()
+            .and_then(|mut b| b.get(generation, path))
+        {
+            return found;
+        }
+        let loaded = corpus::load(path, corpus::DEFAULT_MAX_FILE_BYTES);
+        if let Ok(mut b) = self.bodies.lock() {
+            b.put(generation, path, &loaded.body, loaded.valid);
+        }
+        (loaded.body, loaded.valid)
     }
 
     pub(crate) fn index_err(&self, e: tantivy::TantivyError) -> Error {
@@ -1074,6 +1160,50 @@ mod tests {
         assert!(!idx.may_split(), "splitting was turned off");
         idx.set_split(true);
         assert!(idx.may_split());
+    }
+
+    #[test]
+    fn a_body_is_read_once_per_index_generation_and_the_cache_keeps_to_its_budget() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("skills");
+        let skill = |name: &str, body: &str| {
+            std::fs::create_dir_all(root.join(name)).unwrap();
+            std::fs::write(
+                root.join(name).join("SKILL.md"),
+                format!("---\nname: {name}\ndescription: Does {name}\n---\n{body}\n"),
+            )
+            .unwrap();
+            root.join(name).join("SKILL.md")
+        };
+        let pdf = skill("pdf", "Use pdftk.");
+        let cfg = IndexConfig::new(tmp.path().join("home"));
+        let (idx, _) =
+            SkillIndex::open(&Roots::explicit([&root]), &cfg, Refresh::Always, &|_| {}).unwrap();
+        assert_eq!(idx.skill_body(&pdf), ("Use pdftk.\n".to_owned(), true));
+        // Edited on disk: the index has not seen it, and renders the body it read.
+        std::fs::write(
+            &pdf,
+            "---\nname: pdf\ndescription: Does pdf\n---\nUse qpdf, a much longer body.\n",
+        )
+        .unwrap();
+        assert_eq!(idx.skill_body(&pdf).0, "Use pdftk.\n");
+        // The refresh that indexes the edit starts a new generation: read again.
+        assert_eq!(idx.refresh(&|_| {}).unwrap().updated, 1);
+        assert_eq!(idx.skill_body(&pdf).0, "Use qpdf, a much longer body.\n");
+        // A missing file is not a usable skill.
+        assert!(!idx.skill_body(&root.join("gone/SKILL.md")).1);
+        // The budget: the oldest bodies go first.
+        idx.bodies.lock().unwrap().limit = 100;
+        let paths: Vec<PathBuf> = (0..10)
+            .map(|i| skill(&format!("s{i}"), &"x".repeat(20)))
+            .collect();
+        for p in &paths {
+            assert_eq!(idx.skill_body(p).0.len(), 21);
+        }
+        let b = idx.bodies.lock().unwrap();
+        assert!(b.bytes <= 100, "{} bytes", b.bytes);
+        assert_eq!(b.bytes, b.map.values().map(|(s, _)| s.len()).sum::<usize>());
+        assert!(b.map.contains_key(&paths[9]) && !b.map.contains_key(&paths[0]));
     }
 
     #[test]
