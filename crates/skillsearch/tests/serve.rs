@@ -81,6 +81,19 @@ impl Daemon {
     fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         self.http("POST", path, &serde_json::to_vec(body).unwrap(), &[])
     }
+
+    /// Sends SIGTERM and waits for the daemon to exit.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        self.child.wait().unwrap()
+    }
 }
 
 impl Drop for Daemon {
@@ -232,16 +245,7 @@ fn a_new_skill_is_seen_without_a_restart_and_sigterm_stops_cleanly() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let pid = d.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = d.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(d.terminate().code(), Some(0));
 }
 
 #[test]
@@ -656,15 +660,6 @@ fn many_keep_alive_clients_are_all_answered_and_sigterm_still_stops_cleanly() {
         .collect();
     // The connections stay open (idle) while the daemon is told to stop.
     let open: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
-    let pid = d.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = d.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(d.terminate().code(), Some(0));
     drop(open);
 }
