@@ -399,7 +399,11 @@ pub fn retrieve_turn(
         (render_opts.relevance_guard && !decided).then(|| crate::relevance::Guard::new(query));
     for c in cands {
         if let Some(g) = &guard
-            && !g.check(&c.hit.name, &c.hit.description).passed
+            && !match c.remote {
+                None => g.check_hay(&index.guard_hay(&c.hit.path, &c.hit.name, &c.hit.description)),
+                Some(_) => g.check(&c.hit.name, &c.hit.description),
+            }
+            .passed
         {
             off_topic.push(c.hit.qualified_id.clone());
             continue;

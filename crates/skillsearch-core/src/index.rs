@@ -209,10 +209,16 @@ pub struct SkillIndex {
 /// Bytes of skill bodies a [`SkillIndex`] keeps for rendering.
 const BODY_CACHE_BYTES: usize = 16 << 20;
 
-/// Skill bodies by path, read while the searcher was at `generation`, oldest first out.
+/// Relevance-guard terms kept at most (see [`SkillIndex::guard_hay`]); all are dropped when full.
+const HAY_ENTRIES: usize = 20_000;
+
+/// Skill bodies by path, read while the searcher was at `generation`, oldest first out; and
+/// the terms the relevance guard judges each skill on.
 struct Bodies {
     generation: u64,
     map: HashMap<PathBuf, (String, bool)>,
+    /// By path: (hash of the name and description, their terms).
+    hays: HashMap<PathBuf, (u64, std::sync::Arc<std::collections::BTreeSet<String>>)>,
     order: std::collections::VecDeque<PathBuf>,
     bytes: usize,
     limit: usize,
@@ -223,6 +229,7 @@ impl Default for Bodies {
         Bodies {
             generation: 0,
             map: HashMap::new(),
+            hays: HashMap::new(),
             order: std::collections::VecDeque::new(),
             bytes: 0,
             limit: BODY_CACHE_BYTES,
@@ -231,16 +238,20 @@ impl Default for Bodies {
 }
 
 impl Bodies {
-    fn get(&mut self, generation: u64, path: &Path) -> Option<(String, bool)> {
+    /// Starts over when the index has moved on to another generation.
+    fn at(&mut self, generation: u64) -> &mut Bodies {
         if self.generation != generation {
             *self = Bodies {
                 generation,
                 limit: self.limit,
                 ..Bodies::default()
             };
-            return None;
         }
-        self.map.get(path).cloned()
+        self
+    }
+
+    fn get(&mut self, generation: u64, path: &Path) -> Option<(String, bool)> {
+        self.at(generation).map.get(path).cloned()
     }
 
     fn put(&mut self, generation: u64, path: &Path, body: &str, valid: bool) {
@@ -637,6 +648,42 @@ impl SkillIndex {
             b.put(generation, path, &loaded.body, loaded.valid);
         }
         (loaded.body, loaded.valid)
+    }
+
+    /// The terms the relevance guard judges a hit on ([`crate::relevance::hay`] of its name
+    /// and description), analysed once per skill and index generation (and again if the hit
+    /// brings another name or description, as a skill of another index may).
+    pub fn guard_hay(
+        &self,
+        path: &Path,
+        name: &str,
+        description: &str,
+    ) -> std::sync::Arc<std::collections::BTreeSet<String>> {
+        let generation = self.searcher().generation().generation_id();
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (name, description).hash(&mut h);
+            h.finish()
+        };
+        if let Some(found) = self.bodies.lock().ok().and_then(|mut b| {
+            b.at(generation)
+                .hays
+                .get(path)
+                .filter(|(k, _)| *k == key)
+                .map(|(_, hay)| hay.clone())
+        }) {
+            return found;
+        }
+        let hay = std::sync::Arc::new(crate::relevance::hay(name, description));
+        if let Ok(mut b) = self.bodies.lock() {
+            let b = b.at(generation);
+            if b.hays.len() >= HAY_ENTRIES {
+                b.hays.clear();
+            }
+            b.hays.insert(path.to_path_buf(), (key, hay.clone()));
+        }
+        hay
     }
 
     pub(crate) fn index_err(&self, e: tantivy::TantivyError) -> Error {
@@ -1204,6 +1251,17 @@ mod tests {
         assert!(b.bytes <= 100, "{} bytes", b.bytes);
         assert_eq!(b.bytes, b.map.values().map(|(s, _)| s.len()).sum::<usize>());
         assert!(b.map.contains_key(&paths[9]) && !b.map.contains_key(&paths[0]));
+        drop(b);
+        // Guard terms: analysed once, again for another name or description.
+        let hay = idx.guard_hay(&pdf, "pdf", "Extract tables from PDF files");
+        assert!(hay.contains("tabl") && hay.contains("pdf"), "{hay:?}");
+        let again = idx.guard_hay(&pdf, "pdf", "Extract tables from PDF files");
+        assert!(std::sync::Arc::ptr_eq(&hay, &again));
+        let other = idx.guard_hay(&pdf, "pdf", "Merge PDF files");
+        assert!(
+            other.contains("merg") && !other.contains("tabl"),
+            "{other:?}"
+        );
     }
 
     #[test]

@@ -80,6 +80,13 @@ fn analyzed(words: &[&str]) -> BTreeSet<String> {
 static SKIP: LazyLock<BTreeSet<String>> = LazyLock::new(|| analyzed(REQUEST_WORDS));
 static GENERIC_TERMS: LazyLock<BTreeSet<String>> = LazyLock::new(|| analyzed(GENERIC));
 
+/// The terms a hit is judged on: those of its name and description.
+pub fn hay(name: &str, description: &str) -> BTreeSet<String> {
+    analyzer::terms(&format!("{name} {description}"))
+        .into_iter()
+        .collect()
+}
+
 /// The verdict on one hit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -116,9 +123,11 @@ impl Guard {
     }
 
     pub fn check(&self, name: &str, description: &str) -> Verdict {
-        let hay: BTreeSet<String> = analyzer::terms(&format!("{name} {description}"))
-            .into_iter()
-            .collect();
+        self.check_hay(&hay(name, description))
+    }
+
+    /// [`Guard::check`] against a hit's [`hay`], computed once for many queries.
+    pub fn check_hay(&self, hay: &BTreeSet<String>) -> Verdict {
         let matched: Vec<String> = self
             .terms
             .iter()
