@@ -216,64 +216,29 @@ const HAY_ENTRIES: usize = 20_000;
 /// the terms the relevance guard judges each skill on.
 struct Bodies {
     generation: u64,
-    map: HashMap<PathBuf, (String, bool)>,
+    bodies: crate::fifo::FifoCache<PathBuf, (String, bool)>,
     /// By path: (hash of the name and description, their terms).
     hays: HashMap<PathBuf, (u64, std::sync::Arc<std::collections::BTreeSet<String>>)>,
-    order: std::collections::VecDeque<PathBuf>,
-    bytes: usize,
-    limit: usize,
-}
-
-impl Default for Bodies {
-    fn default() -> Self {
-        Bodies {
-            generation: 0,
-            map: HashMap::new(),
-            hays: HashMap::new(),
-            order: std::collections::VecDeque::new(),
-            bytes: 0,
-            limit: BODY_CACHE_BYTES,
-        }
-    }
 }
 
 impl Bodies {
+    fn new(max_bytes: usize) -> Bodies {
+        Bodies {
+            generation: 0,
+            bodies: crate::fifo::FifoCache::new(usize::MAX, max_bytes),
+            hays: HashMap::new(),
+        }
+    }
+
     /// Starts over when the index has moved on to another generation.
     fn at(&mut self, generation: u64) -> &mut Bodies {
         if self.generation != generation {
             *self = Bodies {
                 generation,
-                limit: self.limit,
-                ..Bodies::default()
+                ..Bodies::new(self.bodies.max_bytes())
             };
         }
         self
-    }
-
-    fn get(&mut self, generation: u64, path: &Path) -> Option<(String, bool)> {
-        self.at(generation).map.get(path).cloned()
-    }
-
-    fn put(&mut self, generation: u64, path: &Path, body: &str, valid: bool) {
-        // A body as big as a good part of the budget would only push the others out.
-        if self.generation != generation
-            || body.len() > self.limit / 4
-            || self.map.contains_key(path)
-        {
-            return;
-        }
-        self.bytes += body.len();
-        self.map
-            .insert(path.to_path_buf(), (body.to_owned(), valid));
-        self.order.push_back(path.to_path_buf());
-        while self.bytes > self.limit {
-            let Some(old) = self.order.pop_front() else {
-                break;
-            };
-            if let Some((b, _)) = self.map.remove(&old) {
-                self.bytes -= b.len();
-            }
-        }
     }
 }
 
@@ -442,7 +407,7 @@ impl SkillIndex {
             semantic_off: Default::default(),
             searching: Default::default(),
             split: std::sync::atomic::AtomicBool::new(true),
-            bodies: Default::default(),
+            bodies: std::sync::Mutex::new(Bodies::new(BODY_CACHE_BYTES)),
         };
         // Opening the reader already opened every segment (a truncated file fails there); also
         // open each segment's fast-field columns, which is cheap and catches a damaged one.
@@ -639,13 +604,21 @@ impl SkillIndex {
             .bodies
             .lock()
             .ok()
-            .and_then(|mut b| b.get(generation, path))
+            .and_then(|mut b| b.at(generation).bodies.get(&path.to_path_buf()))
         {
             return found;
         }
         let loaded = corpus::load(path, corpus::DEFAULT_MAX_FILE_BYTES);
         if let Ok(mut b) = self.bodies.lock() {
-            b.put(generation, path, &loaded.body, loaded.valid);
+            let b = &mut b.at(generation).bodies;
+            // A body as big as a good part of the budget would only push the others out.
+            if loaded.body.len() <= b.max_bytes() / 4 {
+                b.put(
+                    path.to_path_buf(),
+                    (loaded.body.clone(), loaded.valid),
+                    loaded.body.len(),
+                );
+            }
         }
         (loaded.body, loaded.valid)
     }
@@ -1240,7 +1213,7 @@ mod tests {
         // A missing file is not a usable skill.
         assert!(!idx.skill_body(&root.join("gone/SKILL.md")).1);
         // The budget: the oldest bodies go first.
-        idx.bodies.lock().unwrap().limit = 100;
+        *idx.bodies.lock().unwrap() = Bodies::new(100);
         let paths: Vec<PathBuf> = (0..10)
             .map(|i| skill(&format!("s{i}"), &"x".repeat(20)))
             .collect();
@@ -1248,9 +1221,9 @@ mod tests {
             assert_eq!(idx.skill_body(p).0.len(), 21);
         }
         let b = idx.bodies.lock().unwrap();
-        assert!(b.bytes <= 100, "{} bytes", b.bytes);
-        assert_eq!(b.bytes, b.map.values().map(|(s, _)| s.len()).sum::<usize>());
-        assert!(b.map.contains_key(&paths[9]) && !b.map.contains_key(&paths[0]));
+        assert!(b.bodies.bytes() <= 100, "{} bytes", b.bodies.bytes());
+        assert_eq!(b.bodies.bytes(), 21 * b.bodies.len());
+        assert!(b.bodies.contains(&paths[9]) && !b.bodies.contains(&paths[0]));
         drop(b);
         // Guard terms: analysed once, again for another name or description.
         let hay = idx.guard_hay(&pdf, "pdf", "Extract tables from PDF files");

@@ -15,6 +15,7 @@ pub mod diagnostic;
 pub mod embed;
 pub mod error;
 pub mod eval;
+pub mod fifo;
 pub mod frontmatter;
 pub mod fusion;
 pub mod gate;

@@ -46,15 +46,8 @@ struct Workspace {
 /// Recent answers, by (roots, query, mode, top_k, tool?, index generation). The same turn often
 /// reaches the daemon more than once (context engine, hook and tool), and retries repeat it; an
 /// answer is reused only while the index generation it was computed on is current.
-#[derive(Default)]
-struct AnswerCache {
-    map: HashMap<CacheKey, Answer>,
-    order: std::collections::VecDeque<CacheKey>,
-    /// The approximate size of the answers kept (see [`answer_bytes`]).
-    bytes: usize,
-}
+type AnswerCache = skillsearch_core::fifo::FifoCache<CacheKey, Answer>;
 
-/// (roots, query, mode, top_k, skill_search?, index generation, semantic ready?)
 /// Roots, query, mode, top_k, search tool, index generation, semantic ready, agent tools.
 type CacheKey = (
     Vec<PathBuf>,
@@ -74,6 +67,11 @@ const CACHE_ENTRIES: usize = 2048;
 /// default budget), so 2,048 of them could hold over 100 MB.
 const CACHE_BYTES: usize = 32 << 20;
 
+/// The daemon's answer cache, empty.
+fn answer_cache() -> AnswerCache {
+    AnswerCache::new(CACHE_ENTRIES, CACHE_BYTES)
+}
+
 /// Roughly what an answer holds: its texts, and its hits and notes.
 fn answer_bytes(a: &Answer) -> usize {
     let retrieval = a.1.as_ref().map_or(0, |r| {
@@ -85,34 +83,6 @@ fn answer_bytes(a: &Answer) -> usize {
             + r.notes.iter().map(String::len).sum::<usize>()
     });
     256 + a.0.len() + retrieval
-}
-
-impl AnswerCache {
-    fn get(&self, k: &CacheKey) -> Option<Answer> {
-        self.map.get(k).cloned()
-    }
-
-    fn put(&mut self, k: CacheKey, v: Answer) {
-        let size = answer_bytes(&v);
-        if size > CACHE_BYTES {
-            return;
-        }
-        match self.map.insert(k.clone(), v) {
-            Some(old) => self.bytes = self.bytes - answer_bytes(&old) + size,
-            None => {
-                self.order.push_back(k);
-                self.bytes += size;
-            }
-        }
-        while self.order.len() > CACHE_ENTRIES || self.bytes > CACHE_BYTES {
-            let Some(old) = self.order.pop_front() else {
-                break;
-            };
-            if let Some(a) = self.map.remove(&old) {
-                self.bytes -= answer_bytes(&a);
-            }
-        }
-    }
 }
 
 struct App {
@@ -571,7 +541,7 @@ impl App {
                 && !degraded
                 && let Ok(mut c) = app.cache.lock()
             {
-                c.put(key, answer.clone());
+                c.put(key, answer.clone(), answer_bytes(&answer));
             }
             anyhow::Ok(answer)
         };
@@ -1098,7 +1068,7 @@ pub fn run(
                 .collect(),
             relevance_guard: true,
         },
-        cache: Mutex::new(AnswerCache::default()),
+        cache: Mutex::new(answer_cache()),
         inventory,
         home,
         settings,
@@ -1141,7 +1111,8 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::{
-        AnswerCache, CACHE_BYTES, CACHE_ENTRIES, CacheKey, answer_bytes, may_change_skills,
+        Answer, AnswerCache, CACHE_BYTES, CACHE_ENTRIES, CacheKey, answer_bytes, answer_cache,
+        may_change_skills,
     };
     use std::sync::Arc;
 
@@ -1151,41 +1122,48 @@ mod tests {
 
     #[test]
     fn the_answer_cache_keeps_to_its_byte_budget_and_evicts_the_oldest_first() {
-        let mut cache = AnswerCache::default();
+        let mut cache = answer_cache();
+        let put = |c: &mut AnswerCache, k: CacheKey, a: Answer| {
+            let size = answer_bytes(&a);
+            c.put(k, a, size)
+        };
         let big = |c: char| Arc::new((c.to_string().repeat(1 << 20), None));
+        let big_bytes = answer_bytes(&big('x'));
         // 1 MiB answers: the budget holds fewer of them than the entry limit.
-        let fit = CACHE_BYTES / answer_bytes(&big('x'));
+        let fit = CACHE_BYTES / big_bytes;
         assert!(fit < CACHE_ENTRIES);
         for i in 0..fit + 5 {
-            cache.put(key(&format!("q{i}")), big('x'));
+            put(&mut cache, key(&format!("q{i}")), big('x'));
             assert!(
-                cache.bytes <= CACHE_BYTES,
+                cache.bytes() <= CACHE_BYTES,
                 "{} bytes after {i}",
-                cache.bytes
+                cache.bytes()
             );
         }
-        assert_eq!(cache.map.len(), fit);
+        assert_eq!(cache.len(), fit);
         assert!(cache.get(&key("q0")).is_none(), "the oldest went first");
         assert!(cache.get(&key(&format!("q{}", fit + 4))).is_some());
-        let kept: usize = cache.map.values().map(answer_bytes).sum();
-        assert_eq!(cache.bytes, kept);
+        assert_eq!(cache.bytes(), fit * big_bytes);
         // Replacing an answer re-counts it; one bigger than the whole budget is not kept.
-        cache.put(
-            key(&format!("q{}", fit + 4)),
-            Arc::new(("small".into(), None)),
+        let small: Answer = Arc::new(("small".into(), None));
+        put(&mut cache, key(&format!("q{}", fit + 4)), small.clone());
+        assert_eq!(cache.bytes(), (fit - 1) * big_bytes + answer_bytes(&small));
+        put(
+            &mut cache,
+            key("huge"),
+            Arc::new(("y".repeat(CACHE_BYTES + 1), None)),
         );
-        assert_eq!(
-            cache.bytes,
-            cache.map.values().map(answer_bytes).sum::<usize>()
-        );
-        cache.put(key("huge"), Arc::new(("y".repeat(CACHE_BYTES + 1), None)));
         assert!(cache.get(&key("huge")).is_none());
         // Small answers stop at the entry limit.
-        let mut cache = AnswerCache::default();
+        let mut cache = answer_cache();
         for i in 0..CACHE_ENTRIES + 10 {
-            cache.put(key(&format!("s{i}")), Arc::new(("a".into(), None)));
+            put(
+                &mut cache,
+                key(&format!("s{i}")),
+                Arc::new(("a".into(), None)),
+            );
         }
-        assert_eq!(cache.map.len(), CACHE_ENTRIES);
+        assert_eq!(cache.len(), CACHE_ENTRIES);
     }
     use notify::event::{
         AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RemoveKind, RenameMode,
