@@ -8,6 +8,7 @@
 //! whole-turn deadline and a failure is an empty, well-formed answer with a diagnostic.
 
 use crate::cli::options;
+use crate::run_queue::RunQueue;
 use anyhow::{Context, bail};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, State};
@@ -101,14 +102,16 @@ struct App {
     remote: Remote,
     /// Fresh retrievals run on the runtime's own threads (see [`runs_inline`]).
     inline: bool,
+    /// Where they wait for one, in the order their requests were read.
+    queue: Arc<RunQueue>,
 }
 
-/// Whether a fresh retrieval runs on the async runtime's worker thread that took the request,
-/// rather than being handed to the blocking pool: when a retrieval is all local computation
-/// (well under a millisecond at 64K skills, a few with a local sentence model). The runtime has
-/// one worker per core, so at most one retrieval runs per core and the rest wait their turn,
-/// and no request pays for the hand-off between threads, which cost a daemon under load about
-/// as much CPU as the retrieval itself (ARCHITECTURE.md, "Daemon under load"). A retrieval that
+/// Whether a fresh retrieval runs on the async runtime's own threads, rather than being handed
+/// to the blocking pool: when a retrieval is all local computation (well under a millisecond at
+/// 64K skills, a few with a local sentence model). It waits in the daemon's [`RunQueue`] for one
+/// of the runners, one per worker (so one per core), in the order the requests were read, and no
+/// request pays for a hand-off between threads, which cost a daemon under load about as much
+/// CPU as the retrieval itself (ARCHITECTURE.md, "Daemon under load"). A retrieval that
 /// can wait on the network (hub, rewrite, gate, remote query embeddings) goes to the blocking
 /// pool, so a slow endpoint never holds a worker.
 fn runs_inline(settings: &Settings, remote: &Remote) -> bool {
@@ -531,7 +534,7 @@ impl App {
                 }
             };
             let answer = if app.inline {
-                job()?
+                app.queue.run(job).await??
             } else {
                 tokio::task::spawn_blocking(job).await??
             };
@@ -1080,6 +1083,7 @@ pub fn run(
         embedding,
         remote,
         inline,
+        queue: Arc::default(),
     });
     {
         // Load the BPE tables in the background so the first request does not pay for them.
@@ -1090,6 +1094,9 @@ pub fn run(
         .enable_all()
         .build()?;
     rt.block_on(async move {
+        // One runner per worker: at most one retrieval per core, the rest queued in order.
+        app.queue
+            .start(tokio::runtime::Handle::current().metrics().num_workers());
         if stdio {
             return serve_stdio(app).await;
         }
