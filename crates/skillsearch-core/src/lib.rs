@@ -22,6 +22,7 @@ pub mod gate;
 pub mod hub;
 pub mod index;
 pub mod llm;
+pub mod maxscore;
 pub mod plan;
 pub mod relevance;
 pub mod remote;

@@ -6,13 +6,14 @@ use crate::error::Result;
 use crate::frontmatter::SkillMeta;
 use crate::gate::{Exclusion, GateEnv};
 use crate::index::SkillIndex;
+use crate::maxscore::{self, TermPostings};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::PathBuf;
 use tantivy::columnar::StrColumn;
-use tantivy::query::{BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery, Weight};
-use tantivy::schema::{IndexRecordOption, Value as _};
+use tantivy::query::Bm25Weight;
+use tantivy::schema::Value as _;
 use tantivy::{DocAddress, DocId, Score, Searcher, SegmentReader, TantivyDocument, Term};
 
 /// A ranked document, before its stored fields are read. `rel` (the id) is looked up in the
@@ -259,8 +260,12 @@ pub struct SearchResult {
     pub notes: Vec<String>,
 }
 
-/// Clauses of a boolean query.
-type Clauses = Vec<(Occur, Box<dyn Query>)>;
+/// A lexical query: (term in a field, its BM25 weight over the index times the field's weight
+/// and the term's count in the query), ranked by the sum of their scores.
+type Lexical = Vec<(Term, Bm25Weight)>;
+
+/// A term in a field, and how much its score weighs.
+type Clause = (Term, Score);
 
 /// The note when the query's embedding or the vector search failed and lexical answered alone.
 fn semantic_failed(e: impl std::fmt::Display) -> String {
@@ -306,9 +311,9 @@ impl SkillIndex {
         ];
         // Each term's clauses (one per field it occurs in), and how many documents it is in, summed
         // over those fields (the rarest terms are kept when a query has too many).
-        let mut planned: Vec<(&String, Clauses, u64)> = Vec::new();
+        let mut planned: Vec<(&String, Vec<Clause>, u64)> = Vec::new();
         for (term, count) in &counts {
-            let mut term_clauses: Clauses = Vec::new();
+            let mut term_clauses = Vec::new();
             let mut frequency = 0u64;
             let mut stop = false;
             for &(field, weight, max_df) in &fields {
@@ -325,11 +330,7 @@ impl SkillIndex {
                     continue;
                 }
                 frequency += df;
-                let q = TermQuery::new(t, IndexRecordOption::WithFreqs);
-                term_clauses.push((
-                    Occur::Should,
-                    Box::new(BoostQuery::new(Box::new(q), weight * *count as f32)),
-                ));
+                term_clauses.push((t, weight * *count as f32));
             }
             if !term_clauses.is_empty() {
                 planned.push((term, term_clauses, frequency));
@@ -345,7 +346,7 @@ impl SkillIndex {
             }
             planned.sort_by(|a, b| a.0.cmp(b.0));
         }
-        let mut clauses: Clauses = Vec::new();
+        let mut clauses = Vec::new();
         for (term, term_clauses, _) in planned {
             result.terms.push(term.clone());
             clauses.extend(term_clauses);
@@ -363,12 +364,17 @@ impl SkillIndex {
         }
         // Built even when only the semantic retriever was asked for: if embedding the query
         // fails (endpoint down or slow, a bad vector), the lexical one answers instead.
-        let query_weight = (!clauses.is_empty()).then(|| {
-            BooleanQuery::new(clauses)
-                .weight(EnableScoring::enabled_from_searcher(&searcher))
-                .map_err(|e| self.index_err(e))
-        });
-        let weight = query_weight.transpose()?;
+        let weight: Option<Lexical> = if clauses.is_empty() {
+            None
+        } else {
+            let mut lexical = Vec::with_capacity(clauses.len());
+            for (t, boost) in clauses {
+                let w = Bm25Weight::for_terms(&searcher, std::slice::from_ref(&t))
+                    .map_err(|e| self.index_err(e))?;
+                lexical.push((t, w.boost_by(boost)));
+            }
+            Some(lexical)
+        };
         // A few more than k, for hits that gating or shadowing drops; grows only if needed.
         let mut limit = opts.top_k + 4;
         if semantic.is_some() {
@@ -384,7 +390,7 @@ impl SkillIndex {
         {
             let (lexical, embedded) = std::thread::scope(|s| {
                 let embedding = s.spawn(|| sem.query_vector(query).map(|_| ()));
-                let lexical = self.top_candidates(&searcher, w.as_ref(), limit);
+                let lexical = self.top_candidates(&searcher, w, limit);
                 (lexical, embedding.join())
             });
             prefetched = Some(lexical?);
@@ -433,7 +439,7 @@ impl SkillIndex {
                 Some(w) => {
                     let (found, done) = match prefetched.take() {
                         Some(found) => found,
-                        None => self.top_candidates(&searcher, w.as_ref(), limit)?,
+                        None => self.top_candidates(&searcher, w, limit)?,
                     };
                     exhausted &= done;
                     found
@@ -560,7 +566,7 @@ impl SkillIndex {
     fn top_candidates(
         &self,
         searcher: &Searcher,
-        weight: &dyn Weight,
+        weight: &Lexical,
         k: usize,
     ) -> Result<(Vec<Candidate>, bool)> {
         let readers = searcher.segment_readers();
@@ -661,7 +667,7 @@ impl SkillIndex {
     /// One segment's best `k` by (score desc, root asc, id asc); true when nothing else matched.
     fn segment_top(
         &self,
-        weight: &dyn Weight,
+        weight: &Lexical,
         reader: &SegmentReader,
         seg_ord: u32,
         k: usize,
@@ -671,35 +677,39 @@ impl SkillIndex {
         let rel_col = ff.str("rel").map_err(|e| self.index_err(e))?;
         let alive = reader.alive_bitset();
         let mut heap: BinaryHeap<SegmentCandidate> = BinaryHeap::with_capacity(k + 1);
-        let mut matched = 0usize;
-        weight
-            .for_each_pruning(Score::MIN, reader, &mut |doc, score| {
-                if alive.is_none_or(|a| a.is_alive(doc)) {
-                    matched += 1;
-                    let c = SegmentCandidate {
-                        score,
-                        root: root_col.first(doc).unwrap_or(0),
-                        rel_ord: rel_col
-                            .as_ref()
-                            .and_then(|c| c.ords().first(doc))
-                            .unwrap_or(0),
-                        doc,
-                    };
-                    if heap.len() < k {
-                        heap.push(c);
-                    } else if heap.peek().is_some_and(|worst| c < *worst) {
-                        heap.pop();
-                        heap.push(c);
-                    }
+        let mut terms = Vec::with_capacity(weight.len());
+        for (t, w) in weight {
+            if let Some(p) =
+                TermPostings::open(reader, t, w.clone()).map_err(|e| self.index_err(e))?
+            {
+                terms.push(p);
+            }
+        }
+        let complete = maxscore::for_each_pruning(terms, &mut |doc, score| {
+            if alive.is_none_or(|a| a.is_alive(doc)) {
+                let c = SegmentCandidate {
+                    score,
+                    root: root_col.first(doc).unwrap_or(0),
+                    rel_ord: rel_col
+                        .as_ref()
+                        .and_then(|c| c.ords().first(doc))
+                        .unwrap_or(0),
+                    doc,
+                };
+                if heap.len() < k {
+                    heap.push(c);
+                } else if heap.peek().is_some_and(|worst| c < *worst) {
+                    heap.pop();
+                    heap.push(c);
                 }
-                // A document scoring exactly the k-th best may still win on precedence or id, so
-                // the threshold sits just below it (pruning lets through scores above it).
-                match heap.peek() {
-                    Some(worst) if heap.len() == k => worst.score.next_down(),
-                    _ => Score::MIN,
-                }
-            })
-            .map_err(|e| self.index_err(e))?;
+            }
+            // A document scoring exactly the k-th best may still win on precedence or id, so
+            // the threshold sits just below it (pruning lets through scores above it).
+            match heap.peek() {
+                Some(worst) if heap.len() == k => worst.score.next_down(),
+                _ => Score::MIN,
+            }
+        });
         let out = heap
             .into_vec()
             .into_iter()
@@ -711,7 +721,7 @@ impl SkillIndex {
                 rel_ord: c.rel_ord,
             })
             .collect();
-        Ok((out, matched <= k))
+        Ok((out, complete))
     }
 
     /// Looks a skill up by id (`<id>` or `local/<id>`), first root first.

@@ -1,0 +1,344 @@
+//! Top-k over a sum of term scores by MaxScore (Turtle & Flood, 1995): the terms whose
+//! maximum scores add up to no more than the current threshold are *non-essential*. A
+//! document found only by them cannot pass the threshold, so only the essential terms'
+//! postings are walked, and the others are sought to a candidate only while it can still pass.
+//!
+//! Lexical retrieval ranks by a sum over (query term, field) pairs; the body's terms are common
+//! and weigh little, so once the threshold has risen they are all non-essential and their long
+//! postings are never walked. Tantivy's block-max WAND, which this replaces, still visited them
+//! block by block on corpora whose documents resemble each other (near-duplicates spread over
+//! the whole index keep every block's maximum high).
+//!
+//! A document's score is the sum of its terms' BM25 scores (computed as tantivy's term scorer
+//! does) in the order the terms were given, so it does not depend on when or how the document
+//! was reached, and equal documents score exactly alike (block-max WAND summed in posting order,
+//! which made ties depend on the index's layout).
+
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::postings::{Postings, SegmentPostings};
+use tantivy::query::Bm25Weight;
+use tantivy::schema::IndexRecordOption;
+use tantivy::{DocId, DocSet, Score, SegmentReader, TERMINATED, Term};
+
+/// One term's postings in one segment, scored by BM25 with the query's weight for it.
+pub struct TermPostings {
+    postings: SegmentPostings,
+    norms: FieldNormReader,
+    weight: Bm25Weight,
+}
+
+impl TermPostings {
+    /// The term's postings in `reader`, `None` when the segment lacks the term. `weight` is the
+    /// term's BM25 weight over the whole index, already multiplied by the clause's boost.
+    pub fn open(
+        reader: &SegmentReader,
+        term: &Term,
+        weight: Bm25Weight,
+    ) -> tantivy::Result<Option<TermPostings>> {
+        let field = term.field();
+        let Some(postings) = reader
+            .inverted_index(field)?
+            .read_postings(term, IndexRecordOption::WithFreqs)?
+        else {
+            return Ok(None);
+        };
+        let norms = match reader.fieldnorms_readers().get_field(field)? {
+            Some(norms) => norms,
+            None => FieldNormReader::constant(reader.max_doc(), 1),
+        };
+        Ok(Some(TermPostings {
+            postings,
+            norms,
+            weight,
+        }))
+    }
+
+    fn doc(&self) -> DocId {
+        self.postings.doc()
+    }
+
+    fn score(&self) -> Score {
+        let doc = self.postings.doc();
+        self.weight
+            .score(self.norms.fieldnorm_id(doc), self.postings.term_freq())
+    }
+
+    fn max_score(&self) -> Score {
+        self.weight.max_score()
+    }
+}
+
+/// Room for rounding when comparing bounds with the threshold: a bound is a sum in another order
+/// than the score's, so a document is only pruned when it falls short by more than this.
+fn slack(threshold: Score) -> f64 {
+    f64::from(threshold.abs()) * 1e-4 + 1e-6
+}
+
+/// Calls `callback(doc, score)` for documents whose score is above the threshold, which starts
+/// at `Score::MIN` and becomes whatever `callback` returns, like tantivy's
+/// `Weight::for_each_pruning`: every document scoring at least as high as the final threshold
+/// is reported. Returns whether every matching document was reported (none was skipped or
+/// fell below the threshold).
+pub fn for_each_pruning(
+    terms: Vec<TermPostings>,
+    callback: &mut dyn FnMut(DocId, Score) -> Score,
+) -> bool {
+    // Each term with its position in the given order, by maximum score ascending.
+    let mut s: Vec<(usize, TermPostings)> = terms
+        .into_iter()
+        .enumerate()
+        .filter(|(_, t)| t.doc() != TERMINATED)
+        .collect();
+    s.sort_by(|a, b| {
+        a.1.max_score()
+            .total_cmp(&b.1.max_score())
+            .then(a.0.cmp(&b.0))
+    });
+    let n = s.len();
+    // upto[j]: the most that scorers 0..=j can add.
+    let upto: Vec<f64> = s
+        .iter()
+        .scan(0.0f64, |acc, (_, t)| {
+            *acc += f64::from(t.max_score());
+            Some(*acc)
+        })
+        .collect();
+    // Sorted positions in the given order, for summing a document's contributions.
+    let mut given: Vec<usize> = (0..n).collect();
+    given.sort_by_key(|&j| s[j].0);
+    let mut part: Vec<Option<Score>> = vec![None; n];
+    let mut threshold = Score::MIN;
+    // Scorers below `first` are non-essential.
+    let mut first = 0;
+    let mut complete = true;
+    while let Some(doc) = s[first..].iter().map(|(_, t)| t.doc()).min() {
+        if doc == TERMINATED {
+            break;
+        }
+        part.fill(None);
+        let mut sum = 0.0f64;
+        for (j, (_, t)) in s.iter().enumerate().skip(first) {
+            if t.doc() == doc {
+                let v = t.score();
+                part[j] = Some(v);
+                sum += f64::from(v);
+            }
+        }
+        let mut pruned = false;
+        for j in (0..first).rev() {
+            if sum + upto[j] < f64::from(threshold) - slack(threshold) {
+                pruned = true;
+                break;
+            }
+            let t = &mut s[j].1;
+            let at = if t.doc() < doc {
+                t.postings.seek(doc)
+            } else {
+                t.doc()
+            };
+            if at == doc {
+                let v = t.score();
+                part[j] = Some(v);
+                sum += f64::from(v);
+            }
+        }
+        if pruned {
+            complete = false;
+        } else {
+            // The same sum for the same contributions, whatever the path here.
+            let score: Score = given.iter().filter_map(|&j| part[j]).sum();
+            if score > threshold {
+                threshold = callback(doc, score);
+                while first < n && upto[first] < f64::from(threshold) - slack(threshold) {
+                    // Its documents are no longer all enumerated.
+                    complete &= s[first].1.doc() == TERMINATED;
+                    first += 1;
+                }
+            } else {
+                complete = false;
+            }
+        }
+        for (j, (_, t)) in s.iter_mut().enumerate() {
+            if t.doc() == doc && (j >= first || part[j].is_some()) {
+                t.postings.advance();
+            }
+        }
+    }
+    complete
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TermPostings, for_each_pruning};
+    use std::collections::BTreeMap;
+    use tantivy::collector::TopDocs;
+    use tantivy::query::{Bm25Weight, BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+    use tantivy::schema::{Field, IndexRecordOption, Schema, TEXT};
+    use tantivy::{DocId, Index, Score, Term, doc};
+
+    const WORDS: [&str; 8] = [
+        "alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta",
+    ];
+
+    /// 3,000 documents of two text fields from a seeded generator: `distinct` different ones,
+    /// repeated in turn (so equal documents are spread over the whole index, and many scores
+    /// tie), the body's words more common and more numerous than the title's.
+    fn index(distinct: usize) -> (Index, Field, Field, Vec<usize>) {
+        let mut b = Schema::builder();
+        let title = b.add_text_field("title", TEXT);
+        let body = b.add_text_field("body", TEXT);
+        let index = Index::create_in_ram(b.build());
+        let mut w = index.writer_with_num_threads(1, 15_000_000).unwrap();
+        let mut x: u64 = 7;
+        let mut next = |m: usize| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as usize % m
+        };
+        let docs: Vec<(String, String)> = (0..distinct)
+            .map(|_| {
+                let t: Vec<&str> = (0..1 + next(3)).map(|_| WORDS[next(5)]).collect();
+                let b: Vec<&str> = (0..next(40)).map(|_| WORDS[next(8)]).collect();
+                (t.join(" "), b.join(" "))
+            })
+            .collect();
+        let mut which = Vec::new();
+        for i in 0..3000 {
+            let (t, b) = &docs[i % distinct];
+            w.add_document(doc!(title => t.as_str(), body => b.as_str()))
+                .unwrap();
+            which.push(i % distinct);
+        }
+        w.commit().unwrap();
+        (index, title, body, which)
+    }
+
+    /// The query's clauses (each word in both fields, the title weighing double) and its
+    /// scorers over the one segment.
+    fn query(
+        index: &Index,
+        fields: [Field; 2],
+        words: &[&str],
+    ) -> (BooleanQuery, Vec<TermPostings>) {
+        let searcher = index.reader().unwrap().searcher();
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut scorers = Vec::new();
+        for word in words {
+            for (field, boost) in [(fields[0], 2.0), (fields[1], 1.0)] {
+                let term = Term::from_field_text(field, word);
+                let weight = Bm25Weight::for_terms(&searcher, std::slice::from_ref(&term))
+                    .unwrap()
+                    .boost_by(boost);
+                if let Some(t) =
+                    TermPostings::open(searcher.segment_reader(0), &term, weight).unwrap()
+                {
+                    scorers.push(t);
+                }
+                let q = TermQuery::new(term, IndexRecordOption::WithFreqs);
+                clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
+            }
+        }
+        (BooleanQuery::new(clauses), scorers)
+    }
+
+    /// Keeps the best `k` scores and returns the threshold a top-k collector would.
+    fn top_k(heap: &mut Vec<Score>, k: usize, score: Score) -> Score {
+        heap.push(score);
+        heap.sort_by(|a, b| b.total_cmp(a));
+        heap.truncate(k);
+        if heap.len() == k {
+            heap[k - 1].next_down()
+        } else {
+            Score::MIN
+        }
+    }
+
+    #[test]
+    fn reports_every_document_of_the_top_k_with_its_score() {
+        for distinct in [3000, 40] {
+            let (index, title, body, _) = index(distinct);
+            let searcher = index.reader().unwrap().searcher();
+            for (words, k) in [
+                (&["alpha", "eta"][..], 5usize),
+                (&["beta", "gamma", "theta", "zeta"][..], 10),
+                (&["delta"][..], 3),
+                (&["eps", "alpha", "beta", "gamma", "delta"][..], 20),
+                (&["theta"][..], 5000),
+                (&["nothing"][..], 5),
+            ] {
+                let (boolean, scorers) = query(&index, [title, body], words);
+                // Every matching document's score, the slow way.
+                let all = searcher
+                    .search(&boolean, &TopDocs::with_limit(100_000).order_by_score())
+                    .unwrap();
+                let want: BTreeMap<DocId, Score> =
+                    all.iter().map(|(s, a)| (a.doc_id, *s)).collect();
+                let kth = all.get(k - 1).map_or(Score::MIN, |(s, _)| *s);
+                let mut heap = Vec::new();
+                let mut got: BTreeMap<DocId, Score> = BTreeMap::new();
+                let complete = for_each_pruning(scorers, &mut |doc, score| {
+                    got.insert(doc, score);
+                    top_k(&mut heap, k, score)
+                });
+                let case = format!("{distinct} distinct, {words:?}, k {k}");
+                for (doc, score) in &want {
+                    // Every document that can be among the best k (allowing for rounding).
+                    if *score >= kth + kth.abs() * 1e-5 {
+                        let g = got
+                            .get(doc)
+                            .unwrap_or_else(|| panic!("{case}: doc {doc} ({score}) missed"));
+                        assert!(
+                            (g - score).abs() <= score.abs() * 1e-5,
+                            "{case}: doc {doc}: {g} vs {score}"
+                        );
+                    }
+                }
+                assert!(
+                    got.keys().all(|d| want.contains_key(d)),
+                    "{case}: a non-match"
+                );
+                if complete {
+                    assert_eq!(
+                        got.len(),
+                        all.len(),
+                        "{case}: complete but not all reported"
+                    );
+                }
+                if all.len() <= k {
+                    assert!(complete, "{case}: all reported but not complete");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn equal_documents_score_exactly_alike_wherever_they_are() {
+        // 40 distinct documents, each 75 times over the index: the threshold rises while the
+        // copies of the best are still being found, so they are reached by different paths.
+        let (index, title, body, which) = index(40);
+        for words in [
+            &["alpha", "beta", "eta", "theta"][..],
+            &["gamma", "zeta", "eps"][..],
+        ] {
+            let (_, scorers) = query(&index, [title, body], words);
+            let mut heap = Vec::new();
+            let mut by_doc: BTreeMap<usize, Vec<Score>> = BTreeMap::new();
+            for_each_pruning(scorers, &mut |doc, score| {
+                by_doc.entry(which[doc as usize]).or_default().push(score);
+                top_k(&mut heap, 100, score)
+            });
+            let best = by_doc.values().map(Vec::len).max().unwrap_or(0);
+            assert!(
+                best > 50,
+                "{words:?}: copies of the best were not all reported"
+            );
+            for (d, scores) in by_doc {
+                assert!(
+                    scores.iter().all(|s| s.to_bits() == scores[0].to_bits()),
+                    "{words:?}: copies of document {d} scored {scores:?}"
+                );
+            }
+        }
+    }
+}
