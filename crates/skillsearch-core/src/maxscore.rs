@@ -103,65 +103,64 @@ pub fn for_each_pruning(
             Some(*acc)
         })
         .collect();
-    // Sorted positions in the given order, for summing a document's contributions.
-    let mut given: Vec<usize> = (0..n).collect();
-    given.sort_by_key(|&j| s[j].0);
-    let mut part: Vec<Option<Score>> = vec![None; n];
+    // Each term's current document, kept together (a `TermPostings` holds a whole block).
+    let mut cur: Vec<DocId> = s.iter().map(|(_, t)| t.doc()).collect();
+    // The terms found at the candidate: (position in the given order, sorted position, score).
+    let mut found: Vec<(usize, usize, Score)> = Vec::with_capacity(n);
     let mut threshold = Score::MIN;
-    // Scorers below `first` are non-essential.
+    // Terms below `first` are non-essential.
     let mut first = 0;
     let mut complete = true;
-    while let Some(doc) = s[first..].iter().map(|(_, t)| t.doc()).min() {
+    while let Some(&doc) = cur[first..].iter().min() {
         if doc == TERMINATED {
             break;
         }
-        part.fill(None);
+        found.clear();
         let mut sum = 0.0f64;
-        for (j, (_, t)) in s.iter().enumerate().skip(first) {
-            if t.doc() == doc {
-                let v = t.score();
-                part[j] = Some(v);
+        for j in first..n {
+            if cur[j] == doc {
+                let v = s[j].1.score();
+                found.push((s[j].0, j, v));
                 sum += f64::from(v);
             }
         }
+        let bar = f64::from(threshold) - slack(threshold);
         let mut pruned = false;
         for j in (0..first).rev() {
-            if sum + upto[j] < f64::from(threshold) - slack(threshold) {
+            if sum + upto[j] < bar {
                 pruned = true;
                 break;
             }
-            let t = &mut s[j].1;
-            let at = if t.doc() < doc {
-                t.postings.seek(doc)
-            } else {
-                t.doc()
-            };
-            if at == doc {
-                let v = t.score();
-                part[j] = Some(v);
+            if cur[j] < doc {
+                cur[j] = s[j].1.postings.seek(doc);
+            }
+            if cur[j] == doc {
+                let v = s[j].1.score();
+                found.push((s[j].0, j, v));
                 sum += f64::from(v);
             }
         }
         if pruned {
             complete = false;
         } else {
-            // The same sum for the same contributions, whatever the path here.
-            let score: Score = given.iter().filter_map(|&j| part[j]).sum();
+            // Summed in the given order: the same sum for the same terms, whatever the path.
+            found.sort_unstable_by_key(|f| f.0);
+            let score: Score = found.iter().map(|f| f.2).sum();
             if score > threshold {
                 threshold = callback(doc, score);
-                while first < n && upto[first] < f64::from(threshold) - slack(threshold) {
+                let bar = f64::from(threshold) - slack(threshold);
+                while first < n && upto[first] < bar {
                     // Its documents are no longer all enumerated.
-                    complete &= s[first].1.doc() == TERMINATED;
+                    complete &= cur[first] == TERMINATED;
                     first += 1;
                 }
             } else {
                 complete = false;
             }
         }
-        for (j, (_, t)) in s.iter_mut().enumerate() {
-            if t.doc() == doc && (j >= first || part[j].is_some()) {
-                t.postings.advance();
-            }
+        // Every essential term at the candidate was found; so were the others that are there.
+        for &(_, j, _) in &found {
+            cur[j] = s[j].1.postings.advance();
         }
     }
     complete
