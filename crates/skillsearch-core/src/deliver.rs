@@ -420,11 +420,12 @@ pub fn retrieve_turn(
         });
         kept.push(c.hit);
     }
-    let rendered = render::render(
+    let rendered = render::render_with(
         &skills,
         &render_opts.heading,
         render_opts.token_budget,
         counter,
+        &|p| index.file_exists(p),
     );
     let hits = kept
         .into_iter()

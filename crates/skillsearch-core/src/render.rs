@@ -50,6 +50,18 @@ pub fn render(
     token_budget: Option<usize>,
     counter: &TokenCounter,
 ) -> Rendered {
+    render_with(skills, heading, token_budget, counter, &|p| p.exists())
+}
+
+/// [`render`], asking `exists` whether a file a body refers to exists (a caller that keeps
+/// the answers, see [`crate::SkillIndex::file_exists`]).
+pub fn render_with(
+    skills: &[RenderSkill],
+    heading: &str,
+    token_budget: Option<usize>,
+    counter: &TokenCounter,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Rendered {
     let mut out = Rendered::default();
     // Bytes and (once counting has started) tokens of the block built so far.
     let mut bytes = heading.len();
@@ -64,7 +76,7 @@ pub fn render(
                 dir.display()
             ));
         }
-        let (body, _) = resolve_refs(&s.body, s.skill_dir.as_deref());
+        let (body, _) = resolve_refs_with(&s.body, s.skill_dir.as_deref(), exists);
         let body = body.trim();
         let mut piece = format!("\n\n{header}");
         if !body.is_empty() {
@@ -146,6 +158,15 @@ fn split_target(target: &str) -> (&str, &str) {
 /// commands in fences are exactly where a model needs the absolute path. Without a directory
 /// the placeholder is stripped, leaving relative paths. Returns (body, anything resolved).
 pub fn resolve_refs(body: &str, dir: Option<&Path>) -> (String, bool) {
+    resolve_refs_with(body, dir, &|p| p.exists())
+}
+
+/// [`resolve_refs`], asking `exists` whether a file exists.
+pub fn resolve_refs_with(
+    body: &str,
+    dir: Option<&Path>,
+    exists: &dyn Fn(&Path) -> bool,
+) -> (String, bool) {
     // Most lines hold neither a placeholder nor a link: they are copied without running a regex.
     const PLACEHOLDER: &str = "{baseDir}";
     const LINK_MARK: &str = "](";
@@ -176,7 +197,7 @@ pub fn resolve_refs(body: &str, dir: Option<&Path>) -> (String, bool) {
                     return dir.display().to_string();
                 }
                 let (path, _) = split_target(&rest[1..]);
-                if !path.is_empty() && dir.join(path).exists() {
+                if !path.is_empty() && exists(&dir.join(path)) {
                     resolved = true;
                     format!("{}{rest}", dir.display())
                 } else {
@@ -191,7 +212,7 @@ pub fn resolve_refs(body: &str, dir: Option<&Path>) -> (String, bool) {
             l = LINK
                 .replace_all(&l, |c: &regex::Captures<'_>| {
                     let (path, tail) = split_target(&c[2]);
-                    if dir.join(path).exists() {
+                    if exists(&dir.join(path)) {
                         resolved = true;
                         format!("[{}]({}/{path}{tail})", &c[1], dir.display())
                     } else {

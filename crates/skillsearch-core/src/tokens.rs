@@ -104,9 +104,14 @@ pub fn xml_escape(s: &str) -> String {
     out
 }
 
-/// JavaScript string length (UTF-16 code units), which is what OpenClaw's limits count.
+/// JavaScript string length (UTF-16 code units), which is what OpenClaw's limits count: one
+/// per character, two for those beyond U+FFFF. Counted on the UTF-8 bytes (every byte but a
+/// continuation byte starts a character; a 4-byte sequence, lead byte 0xF0 or above, is the
+/// only kind beyond U+FFFF), which is several times faster than decoding.
 pub fn js_len(s: &str) -> usize {
-    s.encode_utf16().count()
+    s.bytes()
+        .map(|b| usize::from((b as i8) >= -0x40) + usize::from(b >= 0xF0))
+        .sum()
 }
 
 /// One `<skill>` entry exactly as OpenClaw 2026.9.6 lists it (97 characters of markup).
@@ -135,6 +140,20 @@ pub fn openclaw_catalog_chars<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn js_len_counts_utf16_code_units() {
+        for s in [
+            "",
+            "plain ascii",
+            "caf\u{e9} \u{2014} \u{516d}\u{723b}",
+            "emoji \u{1f600}\u{1f680} and \u{10348}",
+            "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}",
+        ] {
+            assert_eq!(js_len(s), s.encode_utf16().count(), "{s:?}");
+        }
+        assert_eq!(js_len("\u{1f600}"), 2);
+    }
 
     #[test]
     fn entry_markup_is_97_characters() {
