@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::PathBuf;
 use tantivy::columnar::StrColumn;
-use tantivy::query::Bm25Weight;
+use tantivy::query::{Bm25StatisticsProvider, Bm25Weight};
 use tantivy::schema::Value as _;
 use tantivy::{DocAddress, DocId, Score, Searcher, SegmentReader, TantivyDocument, Term};
 
@@ -264,8 +264,8 @@ pub struct SearchResult {
 /// and the term's count in the query), ranked by the sum of their scores.
 type Lexical = Vec<(Term, Bm25Weight)>;
 
-/// A term in a field, and how much its score weighs.
-type Clause = (Term, Score);
+/// A term in a field, how much its score weighs, and how many documents hold it.
+type Clause = (Term, Score, u64);
 
 /// The note when the query's embedding or the vector search failed and lexical answered alone.
 fn semantic_failed(e: impl std::fmt::Display) -> String {
@@ -330,7 +330,7 @@ impl SkillIndex {
                     continue;
                 }
                 frequency += df;
-                term_clauses.push((t, weight * *count as f32));
+                term_clauses.push((t, weight * *count as f32, df));
             }
             if !term_clauses.is_empty() {
                 planned.push((term, term_clauses, frequency));
@@ -367,10 +367,26 @@ impl SkillIndex {
         let weight: Option<Lexical> = if clauses.is_empty() {
             None
         } else {
+            // BM25's statistics as `Bm25Weight::for_terms` gathers them, read once per query and
+            // field rather than once per clause, with the document frequency counted above.
+            let stats: &dyn Bm25StatisticsProvider = &searcher;
+            let total_docs = stats.total_num_docs().map_err(|e| self.index_err(e))?;
+            let mut average_norms: Vec<(tantivy::schema::Field, Score)> = Vec::new();
             let mut lexical = Vec::with_capacity(clauses.len());
-            for (t, boost) in clauses {
-                let w = Bm25Weight::for_terms(&searcher, std::slice::from_ref(&t))
-                    .map_err(|e| self.index_err(e))?;
+            for (t, boost, df) in clauses {
+                let field = t.field();
+                let average = match average_norms.iter().find(|(f, _)| *f == field) {
+                    Some(&(_, a)) => a,
+                    None => {
+                        let tokens = stats
+                            .total_num_tokens(field)
+                            .map_err(|e| self.index_err(e))?;
+                        let a = tokens as Score / total_docs as Score;
+                        average_norms.push((field, a));
+                        a
+                    }
+                };
+                let w = Bm25Weight::for_one_term_without_explain(df, total_docs, average);
                 lexical.push((t, w.boost_by(boost)));
             }
             Some(lexical)
