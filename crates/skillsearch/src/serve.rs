@@ -292,6 +292,14 @@ struct WarmReq {
 }
 
 impl App {
+    /// The kept answer for `key`, if the turn's answer may come from the cache at all.
+    fn cached(&self, cacheable: bool, key: &CacheKey) -> Option<Answer> {
+        if !cacheable {
+            return None;
+        }
+        self.cache.lock().ok().and_then(|c| c.get(key))
+    }
+
     fn roots(
         &self,
         workspace: &Option<PathBuf>,
@@ -477,14 +485,7 @@ impl App {
                 // The gate judges skills against the agent's tools.
                 agent_tools.filter(|_| app.remote.gate_on()),
             );
-            let cached = || {
-                app.cache
-                    .lock()
-                    .ok()
-                    .filter(|_| cacheable)
-                    .and_then(|c| c.get(&key))
-            };
-            if let Some(hit) = cached() {
+            if let Some(hit) = app.cached(cacheable, &key) {
                 return anyhow::Ok(hit);
             }
             let app2 = app.clone();
@@ -539,17 +540,9 @@ impl App {
                 let app3 = app.clone();
                 let key2 = key.clone();
                 app.queue
-                    .run(move || {
-                        let again = app3
-                            .cache
-                            .lock()
-                            .ok()
-                            .filter(|_| cacheable)
-                            .and_then(|c| c.get(&key2));
-                        match again {
-                            Some(hit) => Ok(hit),
-                            None => job(),
-                        }
+                    .run(move || match app3.cached(cacheable, &key2) {
+                        Some(hit) => Ok(hit),
+                        None => job(),
                     })
                     .await??
             } else {
