@@ -1,6 +1,8 @@
 //! A small cache that keeps at most so many entries and so many bytes, dropping the oldest
-//! first: the daemon's answers and an index's skill bodies.
+//! first: the daemon's answers, and what an index keeps for rendering (skill bodies, the
+//! relevance guard's terms, whether referenced files exist).
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
@@ -23,7 +25,11 @@ impl<K: Hash + Eq + Clone, V: Clone> FifoCache<K, V> {
         }
     }
 
-    pub fn get(&self, k: &K) -> Option<V> {
+    /// What `k` holds; `k` may be a borrowed form of the key (a `&Path` for a `PathBuf`).
+    pub fn get<Q: Hash + Eq + ?Sized>(&self, k: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
         self.map.get(k).map(|(v, _)| v.clone())
     }
 
@@ -68,7 +74,10 @@ impl<K: Hash + Eq + Clone, V: Clone> FifoCache<K, V> {
         self.max_bytes
     }
 
-    pub fn contains(&self, k: &K) -> bool {
+    pub fn contains<Q: Hash + Eq + ?Sized>(&self, k: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
         self.map.contains_key(k)
     }
 }

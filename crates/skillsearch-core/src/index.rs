@@ -209,9 +209,9 @@ pub struct SkillIndex {
 /// Bytes of skill bodies a [`SkillIndex`] keeps for rendering.
 const BODY_CACHE_BYTES: usize = 16 << 20;
 
-/// Relevance-guard terms kept at most (see [`SkillIndex::guard_hay`]); all are dropped when full.
+/// Relevance-guard terms kept at most (see [`SkillIndex::guard_hay`]), oldest out.
 const HAY_ENTRIES: usize = 20_000;
-/// Existence answers kept at most per disk check.
+/// Existence answers kept at most per disk check, oldest out.
 const EXISTS_ENTRIES: usize = 20_000;
 
 /// Skill bodies by path, read while the searcher was at `generation`, oldest first out; and
@@ -220,9 +220,10 @@ struct Bodies {
     generation: u64,
     bodies: crate::fifo::FifoCache<PathBuf, (String, bool)>,
     /// By path: (hash of the name and description, their terms).
-    hays: HashMap<PathBuf, (u64, std::sync::Arc<std::collections::BTreeSet<String>>)>,
+    hays:
+        crate::fifo::FifoCache<PathBuf, (u64, std::sync::Arc<std::collections::BTreeSet<String>>)>,
     /// Whether files a body refers to exist, as of the disk check at `checked_at_ms`.
-    exists: HashMap<PathBuf, bool>,
+    exists: crate::fifo::FifoCache<PathBuf, bool>,
     checked_at_ms: u64,
 }
 
@@ -231,8 +232,8 @@ impl Bodies {
         Bodies {
             generation: 0,
             bodies: crate::fifo::FifoCache::new(usize::MAX, max_bytes),
-            hays: HashMap::new(),
-            exists: HashMap::new(),
+            hays: crate::fifo::FifoCache::new(HAY_ENTRIES, usize::MAX),
+            exists: crate::fifo::FifoCache::new(EXISTS_ENTRIES, usize::MAX),
             checked_at_ms: 0,
         }
     }
@@ -611,7 +612,7 @@ impl SkillIndex {
             .bodies
             .lock()
             .ok()
-            .and_then(|mut b| b.at(generation).bodies.get(&path.to_path_buf()))
+            .and_then(|mut b| b.at(generation).bodies.get(path))
         {
             return found;
         }
@@ -644,21 +645,17 @@ impl SkillIndex {
         let remembered = |b: &mut Bodies| {
             let b = b.at(generation);
             if b.checked_at_ms != checked {
-                b.exists.clear();
+                b.exists = crate::fifo::FifoCache::new(EXISTS_ENTRIES, usize::MAX);
                 b.checked_at_ms = checked;
             }
-            b.exists.get(path).copied()
+            b.exists.get(path)
         };
         if let Some(found) = self.bodies.lock().ok().and_then(|mut b| remembered(&mut b)) {
             return found;
         }
         let found = path.exists();
         if let Ok(mut b) = self.bodies.lock() {
-            let b = b.at(generation);
-            if b.exists.len() >= EXISTS_ENTRIES {
-                b.exists.clear();
-            }
-            b.exists.insert(path.to_path_buf(), found);
+            b.at(generation).exists.put(path.to_path_buf(), found, 0);
         }
         found
     }
@@ -684,17 +681,15 @@ impl SkillIndex {
                 .hays
                 .get(path)
                 .filter(|(k, _)| *k == key)
-                .map(|(_, hay)| hay.clone())
+                .map(|(_, hay)| hay)
         }) {
             return found;
         }
         let hay = std::sync::Arc::new(crate::relevance::hay(name, description));
         if let Ok(mut b) = self.bodies.lock() {
-            let b = b.at(generation);
-            if b.hays.len() >= HAY_ENTRIES {
-                b.hays.clear();
-            }
-            b.hays.insert(path.to_path_buf(), (key, hay.clone()));
+            b.at(generation)
+                .hays
+                .put(path.to_path_buf(), (key, hay.clone()), 0);
         }
         hay
     }
