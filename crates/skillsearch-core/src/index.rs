@@ -9,10 +9,12 @@ use crate::corpus::{self, FoundFile, Roots};
 use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::frontmatter::SkillMeta;
+use crate::maxscore::Decoded;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tantivy::collector::DocSetCollector;
 use tantivy::query::TermQuery;
@@ -204,10 +206,16 @@ pub struct SkillIndex {
     split: std::sync::atomic::AtomicBool,
     /// Skill bodies read for rendering (see [`SkillIndex::skill_body`]).
     bodies: std::sync::Mutex<Bodies>,
+    /// Postings decoded for lexical retrieval (see [`SkillIndex::postings`]).
+    postings:
+        std::sync::Mutex<crate::fifo::FifoCache<(tantivy::index::SegmentId, Term), Arc<Decoded>>>,
 }
 
 /// Bytes of skill bodies a [`SkillIndex`] keeps for rendering.
 const BODY_CACHE_BYTES: usize = 16 << 20;
+
+/// Bytes of decoded postings a [`SkillIndex`] keeps (9 per document of each list).
+const POSTINGS_CACHE_BYTES: usize = 16 << 20;
 
 /// Relevance-guard terms kept at most (see [`SkillIndex::guard_hay`]), oldest out.
 const HAY_ENTRIES: usize = 20_000;
@@ -416,6 +424,10 @@ impl SkillIndex {
             searching: Default::default(),
             split: std::sync::atomic::AtomicBool::new(true),
             bodies: std::sync::Mutex::new(Bodies::new(BODY_CACHE_BYTES)),
+            postings: std::sync::Mutex::new(crate::fifo::FifoCache::new(
+                usize::MAX,
+                POSTINGS_CACHE_BYTES,
+            )),
         };
         // Opening the reader already opened every segment (a truncated file fails there); also
         // open each segment's fast-field columns, which is cheap and catches a damaged one.
@@ -598,6 +610,33 @@ impl SkillIndex {
 
     pub(crate) fn searcher(&self) -> Searcher {
         self.reader.searcher()
+    }
+
+    /// `term`'s postings in the segment `reader` reads, decoded; `None` when the segment lacks
+    /// the term. Segments never change, so the lists are kept, up to 16 MiB, oldest out, and
+    /// need no invalidation: a new generation's segments have new ids. Decoding a common word's
+    /// list for every query was most of a daemon's search time under load.
+    pub(crate) fn postings(
+        &self,
+        reader: &tantivy::SegmentReader,
+        term: &Term,
+    ) -> Result<Option<Arc<Decoded>>> {
+        let key = (reader.segment_id(), term.clone());
+        if let Some(found) = self.postings.lock().ok().and_then(|c| c.get(&key)) {
+            return Ok(Some(found));
+        }
+        let Some(decoded) = Decoded::read(reader, term).map_err(|e| self.index_err(e))? else {
+            return Ok(None);
+        };
+        let decoded = Arc::new(decoded);
+        if let Ok(mut c) = self.postings.lock() {
+            let bytes = decoded.bytes();
+            // One list as big as a good part of the budget would only push the others out.
+            if bytes <= c.max_bytes() / 4 {
+                c.put(key, decoded.clone(), bytes);
+            }
+        }
+        Ok(Some(decoded))
     }
 
     /// The body of the `SKILL.md` at `path` (a hit of this index) as rendering reads it, and
@@ -1246,6 +1285,47 @@ mod tests {
         assert!(!idx.file_exists(&outside));
         std::fs::write(&outside, "x").unwrap();
         assert!(idx.file_exists(&outside));
+    }
+
+    #[test]
+    fn decoded_postings_are_kept_per_segment_and_a_new_generation_is_searched_afresh() {
+        use crate::gate::GateEnv;
+        use crate::search::SearchOptions;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("skills");
+        let skill = |name: &str, description: &str| {
+            std::fs::create_dir_all(root.join(name)).unwrap();
+            std::fs::write(
+                root.join(name).join("SKILL.md"),
+                format!("---\nname: {name}\ndescription: {description}\n---\nBody.\n"),
+            )
+            .unwrap();
+        };
+        skill("pdf", "Extract tables from PDF files");
+        skill("csv", "Clean up comma separated files");
+        let cfg = IndexConfig::new(tmp.path().join("home"));
+        let (idx, _) =
+            SkillIndex::open(&Roots::explicit([&root]), &cfg, Refresh::Always, &|_| {}).unwrap();
+        let (opts, gate) = (SearchOptions::default(), GateEnv::default());
+        let ids = |idx: &SkillIndex| -> Vec<String> {
+            let r = idx.search("tables", &opts, &gate).unwrap();
+            r.hits.iter().map(|h| h.id.clone()).collect()
+        };
+        assert_eq!(ids(&idx), ["pdf"]);
+        let searcher = idx.searcher();
+        let term = Term::from_field_text(idx.f.description, "tabl");
+        let first = idx.postings(searcher.segment_reader(0), &term).unwrap();
+        let again = idx.postings(searcher.segment_reader(0), &term).unwrap();
+        assert!(
+            Arc::ptr_eq(first.as_ref().unwrap(), again.as_ref().unwrap()),
+            "decoded once"
+        );
+        // The word moves to another skill: the new generation's lists are read, not the kept ones.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        skill("pdf", "Extract text from PDF files");
+        skill("csv", "Clean up comma separated tables");
+        assert_eq!(idx.refresh(&|_| {}).unwrap().updated, 2);
+        assert_eq!(ids(&idx), ["csv"]);
     }
 
     #[test]

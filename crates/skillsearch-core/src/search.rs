@@ -695,10 +695,8 @@ impl SkillIndex {
         let mut heap: BinaryHeap<SegmentCandidate> = BinaryHeap::with_capacity(k + 1);
         let mut terms = Vec::with_capacity(weight.len());
         for (t, w) in weight {
-            if let Some(p) =
-                TermPostings::open(reader, t, w.clone()).map_err(|e| self.index_err(e))?
-            {
-                terms.push(p);
+            if let Some(p) = self.postings(reader, t)? {
+                terms.push(TermPostings::new(p, w.clone()));
             }
         }
         let complete = maxscore::for_each_pruning(terms, &mut |doc, score| {
