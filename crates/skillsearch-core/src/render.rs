@@ -170,16 +170,37 @@ pub fn resolve_refs_with(
     // Most lines hold neither a placeholder nor a link: they are copied without running a regex.
     const PLACEHOLDER: &str = "{baseDir}";
     const LINK_MARK: &str = "](";
-    if !body.contains(PLACEHOLDER) && !body.contains(LINK_MARK) {
+    // Where the markers start, in order, from one vectorised pass for their first bytes
+    // (neither marker spans a line): asking every line whether it holds one, with `str`'s
+    // substring search, cost more than the rest of the rendering.
+    let bytes = body.as_bytes();
+    let mut marks = memchr::memchr2_iter(b'{', b']', bytes)
+        .filter(|&at| {
+            let rest = &bytes[at..];
+            rest.starts_with(PLACEHOLDER.as_bytes()) || rest.starts_with(LINK_MARK.as_bytes())
+        })
+        .peekable();
+    if marks.peek().is_none() {
         return (body.to_owned(), false);
     }
     let mut out = String::with_capacity(body.len() + 64);
     let mut resolved = false;
     let mut in_fence = false;
+    let mut end = 0;
     for line in body.split_inclusive('\n') {
+        if marks.peek().is_none() {
+            // Nothing left to resolve: the rest as it is.
+            out.push_str(&body[end..]);
+            break;
+        }
+        end += line.len();
+        let mut marked = false;
+        while marks.next_if(|&at| at < end).is_some() {
+            marked = true;
+        }
         let trimmed = line.trim_start();
         let fence_line = trimmed.starts_with("```") || trimmed.starts_with("~~~");
-        if !line.contains(PLACEHOLDER) && !line.contains(LINK_MARK) {
+        if !marked {
             if fence_line {
                 in_fence = !in_fence;
             }
@@ -360,5 +381,26 @@ mod tests {
         let (out, any) = resolve_refs("run {baseDir}/scripts/run.sh in {baseDir}", None);
         assert!(!any);
         assert_eq!(out, "run scripts/run.sh in ");
+        // Braces and brackets that are not markers, a fence opened before the last marker, and
+        // text after it (no final newline) copied as it is.
+        let body = "{x} [a] b]
+~~~
+  {baseDir}/scripts/run.sh
+[API](references/api.md)
+~~~
+[API](references/api.md)
+last ] { line
+```
+[API](references/api.md)";
+        let (out, any) = resolve_refs(body, Some(d));
+        assert!(any);
+        assert_eq!(
+            out,
+            format!(
+                "{{x}} [a] b]\n~~~\n  {dd}/scripts/run.sh\n[API](references/api.md)\n~~~\n[API]({dd}/references/api.md)\nlast ] {{ line\n```\n[API](references/api.md)"
+            )
+        );
+        let plain = "no markers { here ] at all\n";
+        assert_eq!(resolve_refs(plain, Some(d)), (plain.to_owned(), false));
     }
 }
