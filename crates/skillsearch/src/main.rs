@@ -12,6 +12,7 @@ mod hook;
 mod mcp;
 mod mcp_skills;
 mod output;
+mod reply;
 mod run_queue;
 mod serve;
 mod setup;

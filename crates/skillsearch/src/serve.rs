@@ -8,6 +8,7 @@
 //! whole-turn deadline and a failure is an empty, well-formed answer with a diagnostic.
 
 use crate::cli::options;
+use crate::reply::{RetrieveReply, Text};
 use crate::run_queue::RunQueue;
 use anyhow::{Context, bail};
 use axum::extract::rejection::JsonRejection;
@@ -408,7 +409,7 @@ impl App {
         self: &Arc<Self>,
         req: RetrieveReq,
         search_tool: bool,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<RetrieveReply, ApiError> {
         let started = Instant::now();
         let mode = match req.mode.as_deref() {
             None => self.settings.mode,
@@ -444,9 +445,16 @@ impl App {
         if !search_tool && (mode == Mode::OnDemand || query.trim().is_empty()) {
             decision.elapsed_ms.insert("total".into(), ms(started));
             self.log(&decision);
-            return Ok(
-                json!({"mode": mode.as_str(), "text": "", "hits": [], "dropped": [], "chars": 0, "tokens": 0, "diagnostics": []}),
-            );
+            let Value::Object(rest) =
+                json!({"hits": [], "dropped": [], "chars": 0, "tokens": 0, "diagnostics": []})
+            else {
+                unreachable!("an object literal")
+            };
+            return Ok(RetrieveReply {
+                mode: mode.as_str(),
+                text: Text::Own(String::new()),
+                rest,
+            });
         }
         let roots_key: Vec<PathBuf> = roots.0.iter().map(|r| r.path.clone()).collect();
         let agent_tools = req.available_tools.clone().map(|mut t| {
@@ -582,6 +590,7 @@ impl App {
                 }
             };
         let text: &str = answer.as_ref().map_or(fallback.as_str(), |a| a.0.as_str());
+        let chars = skillsearch_core::tokens::js_len(text);
         let retrieval = answer.as_ref().and_then(|a| a.1.as_ref());
         if let Some(r) = retrieval {
             decision = decision.with_retrieval(r);
@@ -605,19 +614,28 @@ impl App {
         let dropped = retrieval
             .map(|r| serde_json::to_value(&r.dropped).unwrap_or_default())
             .unwrap_or(json!([]));
-        Ok(json!({
-            "mode": mode.as_str(),
-            "text": text,
+        let rest = json!({
             "hits": hits,
             "dropped": dropped,
-            "chars": skillsearch_core::tokens::js_len(text),
+            "chars": chars,
             "tokens": tokens,
             "retrievers": retrieval.map(|r| r.retrievers.clone()).unwrap_or_default(),
             "stages": retrieval.map(|r| serde_json::to_value(&r.stages).unwrap_or_default()).unwrap_or(json!({})),
             "diagnostics": diagnostics,
             "available_tools": req.available_tools.map(|t| t.len()),
             "elapsed_ms": ms(started),
-        }))
+        });
+        let Value::Object(rest) = rest else {
+            unreachable!("an object literal")
+        };
+        Ok(RetrieveReply {
+            mode: mode.as_str(),
+            text: match answer {
+                Some(a) => Text::Shared(a),
+                None => Text::Own(fallback),
+            },
+            rest,
+        })
     }
 
     async fn read(self: &Arc<Self>, req: ReadReq) -> Result<Value, ApiError> {
@@ -892,18 +910,18 @@ async fn h_retrieve(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     body: Result<Json<RetrieveReq>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<RetrieveReply, ApiError> {
     app.authorised(&headers)?;
-    Ok(Json(app.retrieve(body?.0, false).await?))
+    app.retrieve(body?.0, false).await
 }
 
 async fn h_search(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     body: Result<Json<RetrieveReq>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<RetrieveReply, ApiError> {
     app.authorised(&headers)?;
-    Ok(Json(app.retrieve(body?.0, true).await?))
+    app.retrieve(body?.0, true).await
 }
 
 async fn h_read(
@@ -992,7 +1010,10 @@ async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
                 let params = req.get("params").cloned().unwrap_or(json!({}));
                 let result = match req.get("method").and_then(Value::as_str) {
                     Some("retrieve") | Some("search") => match params_of::<RetrieveReq>(params) {
-                        Ok(p) => app.retrieve(p, req["method"] == "search").await,
+                        Ok(p) => app
+                            .retrieve(p, req["method"] == "search")
+                            .await
+                            .map(RetrieveReply::into_value),
                         Err(e) => Err(e),
                     },
                     Some("read") => match params_of::<ReadReq>(params) {
