@@ -206,6 +206,9 @@ pub struct SkillIndex {
     split: std::sync::atomic::AtomicBool,
     /// Skill bodies read for rendering (see [`SkillIndex::skill_body`]).
     bodies: std::sync::Mutex<Bodies>,
+    /// Each segment's `root` and `rel` columns, for the searcher generation they were opened
+    /// at (see [`SkillIndex::columns`]).
+    columns: std::sync::Mutex<(u64, HashMap<tantivy::index::SegmentId, Arc<SegmentColumns>>)>,
     /// Postings decoded for lexical retrieval (see [`SkillIndex::postings`]).
     postings:
         std::sync::Mutex<crate::fifo::FifoCache<(tantivy::index::SegmentId, Term), Arc<Decoded>>>,
@@ -213,6 +216,13 @@ pub struct SkillIndex {
 
 /// Bytes of skill bodies a [`SkillIndex`] keeps for rendering.
 const BODY_CACHE_BYTES: usize = 16 << 20;
+
+/// A segment's fast columns that ranking reads for every candidate: the root's precedence and
+/// the id (its ordinal orders like the id).
+pub(crate) struct SegmentColumns {
+    pub root: tantivy::columnar::Column<u64>,
+    pub rel: Option<tantivy::columnar::StrColumn>,
+}
 
 /// Bytes of decoded postings a [`SkillIndex`] keeps (9 per document of each list).
 const POSTINGS_CACHE_BYTES: usize = 16 << 20;
@@ -424,6 +434,7 @@ impl SkillIndex {
             searching: Default::default(),
             split: std::sync::atomic::AtomicBool::new(true),
             bodies: std::sync::Mutex::new(Bodies::new(BODY_CACHE_BYTES)),
+            columns: std::sync::Mutex::new((0, HashMap::new())),
             postings: std::sync::Mutex::new(crate::fifo::FifoCache::new(
                 usize::MAX,
                 POSTINGS_CACHE_BYTES,
@@ -610,6 +621,38 @@ impl SkillIndex {
 
     pub(crate) fn searcher(&self) -> Searcher {
         self.reader.searcher()
+    }
+
+    /// The `root` and `rel` columns of the segment `reader` reads (a segment of the searcher
+    /// at `generation`), opened once per segment and generation: opening them reads the
+    /// segment's column directory, ~2% of a daemon's CPU under load when done for every query.
+    /// They are dropped when the generation changes, so a merged-away segment's files are not
+    /// held open.
+    pub(crate) fn columns(
+        &self,
+        reader: &tantivy::SegmentReader,
+        generation: u64,
+    ) -> Result<Arc<SegmentColumns>> {
+        let id = reader.segment_id();
+        if let Some(found) = self.columns.lock().ok().and_then(|mut c| {
+            if c.0 != generation {
+                *c = (generation, HashMap::new());
+            }
+            c.1.get(&id).cloned()
+        }) {
+            return Ok(found);
+        }
+        let ff = reader.fast_fields();
+        let columns = Arc::new(SegmentColumns {
+            root: ff.u64("root").map_err(|e| self.index_err(e))?,
+            rel: ff.str("rel").map_err(|e| self.index_err(e))?,
+        });
+        if let Ok(mut c) = self.columns.lock()
+            && c.0 == generation
+        {
+            c.1.insert(id, columns.clone());
+        }
+        Ok(columns)
     }
 
     /// `term`'s postings in the segment `reader` reads, decoded; `None` when the segment lacks

@@ -5,13 +5,13 @@ use crate::analyzer;
 use crate::error::Result;
 use crate::frontmatter::SkillMeta;
 use crate::gate::{Exclusion, GateEnv};
-use crate::index::SkillIndex;
+use crate::index::{SegmentColumns, SkillIndex};
 use crate::maxscore::{self, TermPostings};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::PathBuf;
-use tantivy::columnar::StrColumn;
+use std::sync::Arc;
 use tantivy::query::{Bm25StatisticsProvider, Bm25Weight};
 use tantivy::schema::Value as _;
 use tantivy::{DocAddress, DocId, Score, Searcher, SegmentReader, TantivyDocument, Term};
@@ -586,6 +586,7 @@ impl SkillIndex {
         k: usize,
     ) -> Result<(Vec<Candidate>, bool)> {
         let readers = searcher.segment_readers();
+        let generation = searcher.generation().generation_id();
         // Segments after the first are searched on the rayon pool (threads that already
         // exist: a spawn per query cost a daemon under load a tenth of its throughput) while
         // this thread searches the first.
@@ -593,7 +594,7 @@ impl SkillIndex {
             readers.iter().map(|_| Ok((Vec::new(), true))).collect();
         let one = |ord: usize, r: &SegmentReader| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.segment_top(weight, r, ord as u32, k)
+                self.segment_top(weight, r, ord as u32, generation, k)
             }))
             .unwrap_or_else(|_| Err(crate::Error::Invalid("a search thread panicked".into())))
         };
@@ -653,21 +654,18 @@ impl SkillIndex {
 
     /// Fills in the ids of candidates that have none, from their segments' dictionaries.
     fn resolve_ids(&self, searcher: &Searcher, cands: &mut [Candidate]) -> Result<()> {
-        let mut columns: HashMap<u32, Option<StrColumn>> = HashMap::new();
+        let mut columns: HashMap<u32, Arc<SegmentColumns>> = HashMap::new();
         for c in cands.iter_mut().filter(|c| c.rel.is_none()) {
             let seg = c.addr.segment_ord;
             let column = match columns.entry(seg) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => e.insert(
-                    searcher
-                        .segment_reader(seg)
-                        .fast_fields()
-                        .str("rel")
-                        .map_err(|e| self.index_err(e))?,
-                ),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let generation = searcher.generation().generation_id();
+                    e.insert(self.columns(searcher.segment_reader(seg), generation)?)
+                }
             };
             let mut rel = String::new();
-            if let Some(col) = column {
+            if let Some(col) = &column.rel {
                 col.ord_to_str(c.rel_ord, &mut rel)
                     .map_err(|e| crate::Error::Format {
                         what: "index",
@@ -686,11 +684,11 @@ impl SkillIndex {
         weight: &Lexical,
         reader: &SegmentReader,
         seg_ord: u32,
+        generation: u64,
         k: usize,
     ) -> Result<(Vec<Candidate>, bool)> {
-        let ff = reader.fast_fields();
-        let root_col = ff.u64("root").map_err(|e| self.index_err(e))?;
-        let rel_col = ff.str("rel").map_err(|e| self.index_err(e))?;
+        let columns = self.columns(reader, generation)?;
+        let (root_col, rel_col) = (&columns.root, &columns.rel);
         let alive = reader.alive_bitset();
         let mut heap: BinaryHeap<SegmentCandidate> = BinaryHeap::with_capacity(k + 1);
         let mut terms = Vec::with_capacity(weight.len());
