@@ -211,7 +211,8 @@ pub fn retrieve_turn(
         });
         (local, hub)
     });
-    let result = local?;
+    let mut result = local?;
+    let mut analyzed = std::mem::take(&mut result.analyzed);
     notes.extend(result.notes.iter().cloned());
     let mut cands: Vec<Candidate> = result
         .hits
@@ -395,8 +396,14 @@ pub fn retrieve_turn(
     let mut kept = Vec::with_capacity(cands.len());
     let mut skills = Vec::with_capacity(cands.len());
     let mut off_topic = Vec::new();
-    let guard =
-        (render_opts.relevance_guard && !decided).then(|| crate::relevance::Guard::new(query));
+    // The search analysed the query already, unless it searched a rewrite of it.
+    let guard = (render_opts.relevance_guard && !decided).then(|| {
+        if search_query == query {
+            crate::relevance::Guard::from_terms(std::mem::take(&mut analyzed))
+        } else {
+            crate::relevance::Guard::new(query)
+        }
+    });
     for c in cands {
         if let Some(g) = &guard
             && !match c.remote {

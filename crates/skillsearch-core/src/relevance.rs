@@ -103,9 +103,14 @@ pub struct Guard {
 
 impl Guard {
     pub fn new(query: &str) -> Guard {
+        Guard::from_terms(analyzer::terms(query))
+    }
+
+    /// [`Guard::new`] for a query already analysed (`terms` as [`analyzer::terms`] gives them).
+    pub fn from_terms(terms: Vec<String>) -> Guard {
         let skip = &*SKIP;
         let mut seen = BTreeSet::new();
-        let terms = analyzer::terms(query)
+        let terms = terms
             .into_iter()
             .filter(|t| t.chars().count() >= 2 && !skip.contains(t))
             .filter(|t| seen.insert(t.clone()))

@@ -258,6 +258,10 @@ pub struct SearchResult {
     pub retrievers: Vec<&'static str>,
     /// Why a requested retriever did not run (no model, vectors still being computed, ...).
     pub notes: Vec<String>,
+    /// Every term of the query as the analyzer gave them, in order (for the relevance guard,
+    /// which would otherwise analyse the query again).
+    #[serde(skip)]
+    pub analyzed: Vec<String>,
 }
 
 /// A lexical query: (term in a field, its BM25 weight over the index times the field's weight
@@ -295,11 +299,15 @@ impl SkillIndex {
     ) -> Result<SearchResult> {
         let searcher = self.searcher();
         let n_docs = searcher.num_docs();
+        let analyzed = analyzer::terms(query);
         let mut counts: BTreeMap<String, u32> = BTreeMap::new();
-        for t in analyzer::terms(query) {
-            *counts.entry(t).or_default() += 1;
+        for t in &analyzed {
+            *counts.entry(t.clone()).or_default() += 1;
         }
-        let mut result = SearchResult::default();
+        let mut result = SearchResult {
+            analyzed,
+            ..SearchResult::default()
+        };
         let fields = [
             (self.f.name, opts.name_weight, opts.stopword_df),
             (
