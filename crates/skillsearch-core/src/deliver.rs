@@ -125,7 +125,8 @@ pub fn no_more(_: &[Hit]) -> Result<Vec<Hit>> {
 /// A candidate of this turn: a hit, its body once read, and the remote record it came from.
 struct Candidate {
     hit: Hit,
-    body: Option<String>,
+    /// Shared with the index's body cache for a local skill.
+    body: Option<std::sync::Arc<str>>,
     remote: Option<RemoteHit>,
 }
 
@@ -308,7 +309,7 @@ pub fn retrieve_turn(
     }
     cands.retain_mut(|c| match &c.remote {
         Some(r) => {
-            c.body = r.body.clone();
+            c.body = r.body.as_deref().map(Into::into);
             true
         }
         None => {
@@ -331,7 +332,7 @@ pub fn retrieve_turn(
             .map(|c| GateCandidate {
                 qualified_id: c.hit.qualified_id.clone(),
                 description: c.hit.description.clone(),
-                body: c.body.clone().unwrap_or_default(),
+                body: c.body.as_deref().unwrap_or_default().to_owned(),
             })
             .collect();
         let gopts = GateOptions {
@@ -383,7 +384,7 @@ pub fn retrieve_turn(
             if loaded.valid {
                 cands.push(Candidate {
                     hit,
-                    body: Some(loaded.body),
+                    body: Some(loaded.body.into()),
                     remote: None,
                 });
             }
@@ -420,10 +421,15 @@ pub fn retrieve_turn(
             name: c.hit.name.clone(),
             qualified_id: c.hit.qualified_id.clone(),
             skill_dir: (!dir.as_os_str().is_empty()).then(|| dir.clone()),
-            body: render::resolve_plugin_refs(
-                c.body.as_deref().unwrap_or_default(),
-                &render_opts.plugin_dirs,
-            ),
+            body: match c.body {
+                // Most bodies name no plugin: they are shared, not copied.
+                Some(body) if !render::has_plugin_refs(&body, &render_opts.plugin_dirs) => body,
+                body => render::resolve_plugin_refs(
+                    body.as_deref().unwrap_or_default(),
+                    &render_opts.plugin_dirs,
+                )
+                .into(),
+            },
         });
         kept.push(c.hit);
     }
@@ -573,7 +579,7 @@ fn materialise(
                 }
                 if c.body.as_deref().is_none_or(|b| b.trim().is_empty()) {
                     let loaded = corpus::load(&inst.skill_md, corpus::DEFAULT_MAX_FILE_BYTES);
-                    c.body = Some(loaded.body);
+                    c.body = Some(loaded.body.into());
                 }
                 stages
                     .materialised

@@ -236,7 +236,7 @@ const EXISTS_ENTRIES: usize = 20_000;
 /// the terms the relevance guard judges each skill on.
 struct Bodies {
     generation: u64,
-    bodies: crate::fifo::FifoCache<PathBuf, (String, bool)>,
+    bodies: crate::fifo::FifoCache<PathBuf, (Arc<str>, bool)>,
     /// By path: (hash of the name and description, their terms).
     hays:
         crate::fifo::FifoCache<PathBuf, (u64, std::sync::Arc<std::collections::BTreeSet<String>>)>,
@@ -688,7 +688,7 @@ impl SkillIndex {
     /// a rendered body is as fresh as the index that found it. Reading the file for every
     /// rendering cost a daemon under load ~18% of its CPU (the open and read, the front matter,
     /// and the watcher woken by each access).
-    pub fn skill_body(&self, path: &Path) -> (String, bool) {
+    pub fn skill_body(&self, path: &Path) -> (Arc<str>, bool) {
         let generation = self.searcher().generation().generation_id();
         if let Some(found) = self
             .bodies
@@ -699,18 +699,15 @@ impl SkillIndex {
             return found;
         }
         let loaded = corpus::load(path, corpus::DEFAULT_MAX_FILE_BYTES);
+        let body: Arc<str> = loaded.body.into();
         if let Ok(mut b) = self.bodies.lock() {
             let b = &mut b.at(generation).bodies;
             // A body as big as a good part of the budget would only push the others out.
-            if loaded.body.len() <= b.max_bytes() / 4 {
-                b.put(
-                    path.to_path_buf(),
-                    (loaded.body.clone(), loaded.valid),
-                    loaded.body.len(),
-                );
+            if body.len() <= b.max_bytes() / 4 {
+                b.put(path.to_path_buf(), (body.clone(), loaded.valid), body.len());
             }
         }
-        (loaded.body, loaded.valid)
+        (body, loaded.valid)
     }
 
     /// Whether the file at `path` exists, for resolving the references of a body this index
@@ -1388,17 +1385,17 @@ mod tests {
         let cfg = IndexConfig::new(tmp.path().join("home"));
         let (idx, _) =
             SkillIndex::open(&Roots::explicit([&root]), &cfg, Refresh::Always, &|_| {}).unwrap();
-        assert_eq!(idx.skill_body(&pdf), ("Use pdftk.\n".to_owned(), true));
+        assert_eq!(idx.skill_body(&pdf), ("Use pdftk.\n".into(), true));
         // Edited on disk: the index has not seen it, and renders the body it read.
         std::fs::write(
             &pdf,
             "---\nname: pdf\ndescription: Does pdf\n---\nUse qpdf, a much longer body.\n",
         )
         .unwrap();
-        assert_eq!(idx.skill_body(&pdf).0, "Use pdftk.\n");
+        assert_eq!(&*idx.skill_body(&pdf).0, "Use pdftk.\n");
         // The refresh that indexes the edit starts a new generation: read again.
         assert_eq!(idx.refresh(&|_| {}).unwrap().updated, 1);
-        assert_eq!(idx.skill_body(&pdf).0, "Use qpdf, a much longer body.\n");
+        assert_eq!(&*idx.skill_body(&pdf).0, "Use qpdf, a much longer body.\n");
         // A missing file is not a usable skill.
         assert!(!idx.skill_body(&root.join("gone/SKILL.md")).1);
         // The budget: the oldest bodies go first.

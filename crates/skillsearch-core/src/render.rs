@@ -18,8 +18,9 @@ pub struct RenderSkill {
     pub name: String,
     pub qualified_id: String,
     pub skill_dir: Option<PathBuf>,
-    /// The body without frontmatter; refs are resolved by [`render`].
-    pub body: String,
+    /// The body without frontmatter; refs are resolved by [`render`]. Shared with the index's
+    /// body cache when it came from there.
+    pub body: std::sync::Arc<str>,
 }
 
 /// The rendered block and what the budget left out.
@@ -128,13 +129,18 @@ static BASEDIR: LazyLock<Regex> =
 static PLUGIN_REF: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\{plugins\.([A-Za-z0-9_.@-]+)\}").expect("valid regex"));
 
+/// Whether [`resolve_plugin_refs`] could change `body`.
+pub fn has_plugin_refs(body: &str, plugins: &std::collections::BTreeMap<String, PathBuf>) -> bool {
+    !plugins.is_empty() && body.contains("{plugins.")
+}
+
 /// Replaces `{plugins.<id>}` with the directory of installed plugin `<id>` (progressive
 /// disclosure: a skill points at its plugin's docs). Unknown plugins stay literal.
 pub fn resolve_plugin_refs(
     body: &str,
     plugins: &std::collections::BTreeMap<String, PathBuf>,
 ) -> String {
-    if plugins.is_empty() || !body.contains("{plugins.") {
+    if !has_plugin_refs(body, plugins) {
         return body.to_owned();
     }
     PLUGIN_REF

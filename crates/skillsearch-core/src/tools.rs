@@ -227,7 +227,7 @@ fn read_skill_at(
         name: name.to_owned(),
         qualified_id: qualified_id.to_owned(),
         skill_dir: Some(dir.to_path_buf()),
-        body,
+        body: body.into(),
     };
     let mut text = render::render(&[skill], heading, None, &TokenCounter::new()).text;
     let files = list_files(dir);

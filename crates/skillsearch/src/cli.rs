@@ -1124,7 +1124,7 @@ fn cmd_show(
         name: hit.name.clone(),
         qualified_id: hit.qualified_id.clone(),
         skill_dir: Some(hit.skill_dir.clone()),
-        body: loaded.body.clone(),
+        body: loaded.body.as_str().into(),
     };
     let rendered = render::render(&[skill], render::HEADING, None, &TokenCounter::new());
     if json {
@@ -1251,7 +1251,7 @@ fn cmd_stats(
             name: h.name.clone(),
             qualified_id: h.qualified_id.clone(),
             skill_dir: Some(h.skill_dir.clone()),
-            body,
+            body: body.into(),
         };
         let block = render::render(&[skill], "", None, &counter).text;
         part_chars += tokens::js_len(&block) as f64;
