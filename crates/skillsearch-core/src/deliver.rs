@@ -421,15 +421,10 @@ pub fn retrieve_turn(
             name: c.hit.name.clone(),
             qualified_id: c.hit.qualified_id.clone(),
             skill_dir: (!dir.as_os_str().is_empty()).then(|| dir.clone()),
-            body: match c.body {
-                // Most bodies name no plugin: they are shared, not copied.
-                Some(body) if !render::has_plugin_refs(&body, &render_opts.plugin_dirs) => body,
-                body => render::resolve_plugin_refs(
-                    body.as_deref().unwrap_or_default(),
-                    &render_opts.plugin_dirs,
-                )
-                .into(),
-            },
+            body: render::resolve_plugin_refs(
+                c.body.unwrap_or_else(|| "".into()),
+                &render_opts.plugin_dirs,
+            ),
         });
         kept.push(c.hit);
     }

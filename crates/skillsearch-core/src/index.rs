@@ -204,11 +204,9 @@ pub struct SkillIndex {
     searching: std::sync::atomic::AtomicUsize,
     /// Whether searches may split their work at all (see [`SkillIndex::set_split`]).
     split: std::sync::atomic::AtomicBool,
-    /// Skill bodies read for rendering (see [`SkillIndex::skill_body`]).
+    /// Skill bodies read for rendering (see [`SkillIndex::skill_body`]) and the rest kept
+    /// per generation.
     bodies: std::sync::Mutex<Bodies>,
-    /// Each segment's `root` and `rel` columns, for the searcher generation they were opened
-    /// at (see [`SkillIndex::columns`]).
-    columns: std::sync::Mutex<(u64, HashMap<tantivy::index::SegmentId, Arc<SegmentColumns>>)>,
     /// Postings decoded for lexical retrieval (see [`SkillIndex::postings`]).
     postings:
         std::sync::Mutex<crate::fifo::FifoCache<(tantivy::index::SegmentId, Term), Arc<Decoded>>>,
@@ -232,8 +230,9 @@ const HAY_ENTRIES: usize = 20_000;
 /// Existence answers kept at most per disk check, oldest out.
 const EXISTS_ENTRIES: usize = 20_000;
 
-/// Skill bodies by path, read while the searcher was at `generation`, oldest first out; and
-/// the terms the relevance guard judges each skill on.
+/// What an index keeps while the searcher is at `generation`: skill bodies by path, oldest
+/// first out; the terms the relevance guard judges each skill on; whether referenced files
+/// exist; and each segment's ranking columns.
 struct Bodies {
     generation: u64,
     bodies: crate::fifo::FifoCache<PathBuf, (Arc<str>, bool)>,
@@ -243,6 +242,8 @@ struct Bodies {
     /// Whether files a body refers to exist, as of the disk check at `checked_at_ms`.
     exists: crate::fifo::FifoCache<PathBuf, bool>,
     checked_at_ms: u64,
+    /// Each segment's `root` and `rel` columns (see [`SkillIndex::columns`]).
+    columns: HashMap<tantivy::index::SegmentId, Arc<SegmentColumns>>,
 }
 
 impl Bodies {
@@ -253,6 +254,7 @@ impl Bodies {
             hays: crate::fifo::FifoCache::new(HAY_ENTRIES, usize::MAX),
             exists: crate::fifo::FifoCache::new(EXISTS_ENTRIES, usize::MAX),
             checked_at_ms: 0,
+            columns: HashMap::new(),
         }
     }
 
@@ -434,7 +436,6 @@ impl SkillIndex {
             searching: Default::default(),
             split: std::sync::atomic::AtomicBool::new(true),
             bodies: std::sync::Mutex::new(Bodies::new(BODY_CACHE_BYTES)),
-            columns: std::sync::Mutex::new((0, HashMap::new())),
             postings: std::sync::Mutex::new(crate::fifo::FifoCache::new(
                 usize::MAX,
                 POSTINGS_CACHE_BYTES,
@@ -634,12 +635,12 @@ impl SkillIndex {
         generation: u64,
     ) -> Result<Arc<SegmentColumns>> {
         let id = reader.segment_id();
-        if let Some(found) = self.columns.lock().ok().and_then(|mut c| {
-            if c.0 != generation {
-                *c = (generation, HashMap::new());
-            }
-            c.1.get(&id).cloned()
-        }) {
+        if let Some(found) = self
+            .bodies
+            .lock()
+            .ok()
+            .and_then(|mut b| b.at(generation).columns.get(&id).cloned())
+        {
             return Ok(found);
         }
         let ff = reader.fast_fields();
@@ -647,10 +648,8 @@ impl SkillIndex {
             root: ff.u64("root").map_err(|e| self.index_err(e))?,
             rel: ff.str("rel").map_err(|e| self.index_err(e))?,
         });
-        if let Ok(mut c) = self.columns.lock()
-            && c.0 == generation
-        {
-            c.1.insert(id, columns.clone());
+        if let Ok(mut b) = self.bodies.lock() {
+            b.at(generation).columns.insert(id, columns.clone());
         }
         Ok(columns)
     }
@@ -1265,19 +1264,32 @@ pub struct Collision {
 mod tests {
     use super::*;
 
+    /// Writes `<root>/<name>/SKILL.md` with this description and body; returns its path.
+    fn write_skill(root: &Path, name: &str, description: &str, body: &str) -> PathBuf {
+        let path = root.join(name).join("SKILL.md");
+        std::fs::create_dir_all(root.join(name)).unwrap();
+        std::fs::write(
+            &path,
+            format!("---\nname: {name}\ndescription: {description}\n---\n{body}\n"),
+        )
+        .unwrap();
+        path
+    }
+
+    /// An index over `root`, built now, its home under `tmp`.
+    fn open_over(tmp: &Path, root: &Path) -> SkillIndex {
+        let cfg = IndexConfig::new(tmp.join("home"));
+        SkillIndex::open(&Roots::explicit([root]), &cfg, Refresh::Always, &|_| {})
+            .unwrap()
+            .0
+    }
+
     #[test]
     fn a_search_splits_over_the_pool_only_while_a_thread_of_it_is_free() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("skills");
-        std::fs::create_dir_all(root.join("pdf")).unwrap();
-        std::fs::write(
-            root.join("pdf/SKILL.md"),
-            "---\nname: pdf\ndescription: Extract tables from PDF files\n---\nUse pdftk.\n",
-        )
-        .unwrap();
-        let cfg = IndexConfig::new(tmp.path().join("home"));
-        let (idx, _) =
-            SkillIndex::open(&Roots::explicit([&root]), &cfg, Refresh::Always, &|_| {}).unwrap();
+        write_skill(&root, "pdf", "Extract tables from PDF files", "Use pdftk.");
+        let idx = open_over(tmp.path(), &root);
         assert!(idx.may_split(), "nothing runs yet");
         let threads = rayon::current_num_threads();
         let mut running: Vec<Searching<'_>> = (0..threads.saturating_sub(1))
@@ -1300,15 +1312,8 @@ mod tests {
     fn file_existence_under_the_roots_is_kept_until_the_next_disk_check() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("skills");
-        std::fs::create_dir_all(root.join("pdf")).unwrap();
-        std::fs::write(
-            root.join("pdf/SKILL.md"),
-            "---\nname: pdf\ndescription: Does pdf\n---\nSee [the guide](guide.md).\n",
-        )
-        .unwrap();
-        let cfg = IndexConfig::new(tmp.path().join("home"));
-        let (idx, _) =
-            SkillIndex::open(&Roots::explicit([&root]), &cfg, Refresh::Always, &|_| {}).unwrap();
+        write_skill(&root, "pdf", "Does pdf", "See [the guide](guide.md).");
+        let idx = open_over(tmp.path(), &root);
         let guide = root.join("pdf/guide.md");
         assert!(!idx.file_exists(&guide));
         std::fs::write(&guide, "# Guide\n").unwrap();
@@ -1333,19 +1338,10 @@ mod tests {
         use crate::search::SearchOptions;
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("skills");
-        let skill = |name: &str, description: &str| {
-            std::fs::create_dir_all(root.join(name)).unwrap();
-            std::fs::write(
-                root.join(name).join("SKILL.md"),
-                format!("---\nname: {name}\ndescription: {description}\n---\nBody.\n"),
-            )
-            .unwrap();
-        };
+        let skill = |name: &str, description: &str| write_skill(&root, name, description, "Body.");
         skill("pdf", "Extract tables from PDF files");
         skill("csv", "Clean up comma separated files");
-        let cfg = IndexConfig::new(tmp.path().join("home"));
-        let (idx, _) =
-            SkillIndex::open(&Roots::explicit([&root]), &cfg, Refresh::Always, &|_| {}).unwrap();
+        let idx = open_over(tmp.path(), &root);
         let (opts, gate) = (SearchOptions::default(), GateEnv::default());
         let ids = |idx: &SkillIndex| -> Vec<String> {
             let r = idx.search("tables", &opts, &gate).unwrap();
@@ -1372,19 +1368,10 @@ mod tests {
     fn a_body_is_read_once_per_index_generation_and_the_cache_keeps_to_its_budget() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("skills");
-        let skill = |name: &str, body: &str| {
-            std::fs::create_dir_all(root.join(name)).unwrap();
-            std::fs::write(
-                root.join(name).join("SKILL.md"),
-                format!("---\nname: {name}\ndescription: Does {name}\n---\n{body}\n"),
-            )
-            .unwrap();
-            root.join(name).join("SKILL.md")
-        };
+        let skill =
+            |name: &str, body: &str| write_skill(&root, name, &format!("Does {name}"), body);
         let pdf = skill("pdf", "Use pdftk.");
-        let cfg = IndexConfig::new(tmp.path().join("home"));
-        let (idx, _) =
-            SkillIndex::open(&Roots::explicit([&root]), &cfg, Refresh::Always, &|_| {}).unwrap();
+        let idx = open_over(tmp.path(), &root);
         assert_eq!(idx.skill_body(&pdf), ("Use pdftk.\n".into(), true));
         // Edited on disk: the index has not seen it, and renders the body it read.
         std::fs::write(

@@ -129,26 +129,22 @@ static BASEDIR: LazyLock<Regex> =
 static PLUGIN_REF: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\{plugins\.([A-Za-z0-9_.@-]+)\}").expect("valid regex"));
 
-/// Whether [`resolve_plugin_refs`] could change `body`.
-pub fn has_plugin_refs(body: &str, plugins: &std::collections::BTreeMap<String, PathBuf>) -> bool {
-    !plugins.is_empty() && body.contains("{plugins.")
-}
-
 /// Replaces `{plugins.<id>}` with the directory of installed plugin `<id>` (progressive
-/// disclosure: a skill points at its plugin's docs). Unknown plugins stay literal.
+/// disclosure: a skill points at its plugin's docs). Unknown plugins stay literal. A body that
+/// names no plugin is returned as it is, not copied.
 pub fn resolve_plugin_refs(
-    body: &str,
+    body: std::sync::Arc<str>,
     plugins: &std::collections::BTreeMap<String, PathBuf>,
-) -> String {
-    if !has_plugin_refs(body, plugins) {
-        return body.to_owned();
+) -> std::sync::Arc<str> {
+    if plugins.is_empty() || !body.contains("{plugins.") {
+        return body;
     }
     PLUGIN_REF
-        .replace_all(body, |c: &regex::Captures<'_>| match plugins.get(&c[1]) {
+        .replace_all(&body, |c: &regex::Captures<'_>| match plugins.get(&c[1]) {
             Some(dir) => dir.display().to_string(),
             None => c[0].to_owned(),
         })
-        .into_owned()
+        .into()
 }
 
 /// Splits a link target into (path, trailing punctuation + fragment).
@@ -358,8 +354,8 @@ mod tests {
             PathBuf::from("/p/bigdata"),
         )]);
         assert_eq!(
-            resolve_plugin_refs(
-                "see {plugins.bigdata-platform}/docs/query.md and {plugins.gone}/x",
+            &*resolve_plugin_refs(
+                "see {plugins.bigdata-platform}/docs/query.md and {plugins.gone}/x".into(),
                 &plugins
             ),
             "see /p/bigdata/docs/query.md and {plugins.gone}/x"

@@ -6,14 +6,14 @@
 //! compares them). (Escaping the block eight bytes at a time was tried: a newline every ~30
 //! bytes keeps it per-run bound, and it was only ~17% faster than serde_json's.)
 
+use crate::serve::Answer;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
-use std::sync::Arc;
 
 /// The rendered block: an answer's own (shared with the cache) or a fixed reply.
 pub enum Text {
-    Shared(Arc<(String, Option<skillsearch_core::deliver::Retrieval>)>),
+    Shared(Answer),
     Own(String),
 }
 
@@ -28,13 +28,22 @@ impl Text {
 
 /// `{"mode": …, "text": …, …rest}`, in that order.
 pub struct RetrieveReply {
-    pub mode: &'static str,
-    pub text: Text,
-    /// The other members (an object), after `mode` and `text`.
-    pub rest: Map<String, Value>,
+    mode: &'static str,
+    text: Text,
+    /// The other members, after `mode` and `text`.
+    rest: Map<String, Value>,
 }
 
 impl RetrieveReply {
+    /// `rest` is an object of the other members (anything else stands for none).
+    pub fn new(mode: &'static str, text: Text, rest: Value) -> RetrieveReply {
+        let rest = match rest {
+            Value::Object(rest) => rest,
+            _ => Map::new(),
+        };
+        RetrieveReply { mode, text, rest }
+    }
+
     /// The whole reply as one JSON value (for the stdio protocol and tests).
     pub fn into_value(self) -> Value {
         let mut all = Map::with_capacity(self.rest.len() + 2);
@@ -82,15 +91,8 @@ mod tests {
     fn the_reply_is_the_json_serde_json_writes_for_it() {
         let rest =
             json!({"hits": [{"id": "local/a", "score": 1.5}], "chars": 5, "diagnostics": []});
-        let Value::Object(rest) = rest else {
-            unreachable!()
-        };
-        for (text, rest) in [("a \"block\"\n", rest), ("", Map::new())] {
-            let reply = RetrieveReply {
-                mode: "auto",
-                text: Text::Own(text.into()),
-                rest,
-            };
+        for (text, rest) in [("a \"block\"\n", rest), ("", json!({}))] {
+            let reply = RetrieveReply::new("auto", Text::Own(text.into()), rest);
             let bytes = reply.to_json();
             let want = serde_json::to_vec(&reply.into_value()).unwrap();
             assert_eq!(

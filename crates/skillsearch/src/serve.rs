@@ -61,7 +61,7 @@ type CacheKey = (
     bool,
     Option<Vec<String>>,
 );
-type Answer = Arc<(String, Option<deliver::Retrieval>)>;
+pub(crate) type Answer = Arc<(String, Option<deliver::Retrieval>)>;
 
 /// Answers kept at most.
 const CACHE_ENTRIES: usize = 2048;
@@ -449,16 +449,11 @@ impl App {
         if !search_tool && (mode == Mode::OnDemand || query.trim().is_empty()) {
             decision.elapsed_ms.insert("total".into(), ms(started));
             self.log(&decision);
-            let Value::Object(rest) =
-                json!({"hits": [], "dropped": [], "chars": 0, "tokens": 0, "diagnostics": []})
-            else {
-                unreachable!("an object literal")
-            };
-            return Ok(RetrieveReply {
-                mode: mode.as_str(),
-                text: Text::Own(String::new()),
-                rest,
-            });
+            return Ok(RetrieveReply::new(
+                mode.as_str(),
+                Text::Own(String::new()),
+                json!({"hits": [], "dropped": [], "chars": 0, "tokens": 0, "diagnostics": []}),
+            ));
         }
         let roots_key: Vec<PathBuf> = roots.0.iter().map(|r| r.path.clone()).collect();
         let agent_tools = req.available_tools.clone().map(|mut t| {
@@ -634,17 +629,11 @@ impl App {
             "available_tools": req.available_tools.map(|t| t.len()),
             "elapsed_ms": ms(started),
         });
-        let Value::Object(rest) = rest else {
-            unreachable!("an object literal")
+        let text = match answer {
+            Some(a) => Text::Shared(a),
+            None => Text::Own(fallback),
         };
-        Ok(RetrieveReply {
-            mode: mode.as_str(),
-            text: match answer {
-                Some(a) => Text::Shared(a),
-                None => Text::Own(fallback),
-            },
-            rest,
-        })
+        Ok(RetrieveReply::new(mode.as_str(), text, rest))
     }
 
     async fn read(self: &Arc<Self>, req: ReadReq) -> Result<Value, ApiError> {
