@@ -4,7 +4,7 @@
 //! size). A program that prints figures, not a test: nothing here passes or fails on a number.
 
 /// mimalloc: the embedding model's many short-lived large buffers made glibc malloc spend
-/// most of a batch in page faults and `madvise` (see ARCHITECTURE.md, "Allocator").
+/// most of a batch in page faults and `madvise` (see docs/performance.md, "Allocator").
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

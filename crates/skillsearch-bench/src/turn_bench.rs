@@ -6,12 +6,9 @@
 use crate::run::query_set;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use skillsearch_core::deliver::{self, RenderOptions};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
-use skillsearch_core::remote::{Remote, Turn};
-use skillsearch_core::search::SearchOptions;
-use skillsearch_core::tokens::TokenCounter;
-use skillsearch_core::{GateEnv, Roots, config, corpus};
+use skillsearch_core::turn::Retrieval;
+use skillsearch_core::{Engine, Roots, Turn, config, corpus};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -89,31 +86,12 @@ pub fn run(args: &TurnArgs) -> Result<()> {
     let (idx, _) = SkillIndex::open(&roots, &cfg, Refresh::Always, &|_| {})?;
     // The daemon's settings when nothing is configured: the defaults of every key.
     let settings = config::resolve(&config::Layers::default())?;
-    let opts = SearchOptions::from_settings(&settings, settings.top_k);
-    let render = RenderOptions {
-        heading: settings.heading.clone(),
-        token_budget: settings.token_budget,
-        plugin_dirs: Default::default(),
-        relevance_guard: true,
-    };
-    let gate = GateEnv::from_process();
-    let counter = TokenCounter::new();
-    let remote = Remote::none();
+    let engine = Engine::new(&settings, &args.home);
     let threads = args.threads.max(1);
     let queries = query_set(&idx, args.queries.max(1))?;
-    let turn = |q: &str| -> Result<(f64, deliver::Retrieval)> {
+    let turn = |q: &str| -> Result<(f64, Retrieval)> {
         let t = Instant::now();
-        let r = deliver::retrieve_turn(
-            &idx,
-            q,
-            &opts,
-            &gate,
-            &render,
-            &counter,
-            &deliver::no_more,
-            &remote,
-            &Turn::default(),
-        )?;
+        let r = engine.retrieve(&idx, q, &Turn::default())?;
         Ok((t.elapsed().as_secs_f64() * 1e3, r))
     };
     // Warm-up: the searcher, the token counter's tables, the file cache of the hits.

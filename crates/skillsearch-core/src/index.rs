@@ -980,7 +980,7 @@ impl SkillIndex {
             if full_build {
                 // Each indexing thread wrote its own segment. One segment answers a search
                 // with one set of scorers and no ties to settle across segments: a daemon under
-                // load spent ~20% more CPU per retrieval on two (ARCHITECTURE.md, "Daemon under
+                // load spent ~20% more CPU per retrieval on two (docs/performance.md, "Daemon under
                 // load"). Merging 64K skills takes well under a second.
                 let ids = self
                     .index

@@ -1,14 +1,13 @@
 //! The parts of a turn beyond the local index (reference §1.1): the query rewrite, the remote
-//! hub, and the gate, all through the network and all fail-open. [`crate::deliver`] runs them
-//! in the reference's order; this module holds what they need and what they report.
+//! hub, and the gate, all through the network and all fail-open. [`crate::turn`] runs them in
+//! the reference's order; this module holds the clients the settings configure.
 
 use crate::config::Settings;
 use crate::hub::{HubSettings, HubSource};
 use crate::llm::{ChatClient, GateOptions};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a turn may use besides the local index, built once per process from the settings.
 #[derive(Debug, Default)]
@@ -123,140 +122,9 @@ pub struct RemoteSummary {
     pub notes: Vec<String>,
 }
 
-/// What the host tells about this turn.
-#[derive(Debug, Clone, Default)]
-pub struct Turn {
-    /// The agent's tools this turn, for the gate's hard rule; `None`: not known.
-    pub tools: Option<Vec<String>>,
-    /// When the whole retrieval must be done; each step's own deadline is cut to fit.
-    pub deadline: Option<Instant>,
-    /// Skills the host found itself this turn, fused with the local and hub hits.
-    pub sources: Vec<HostSource>,
-}
-
-/// A ranked list of skills a host supplies with a turn (its own registry, a marketplace it
-/// already searched). Its hits must carry their bodies: nothing is fetched or installed for
-/// them. A hit's `meta.skill_dir`, when set, is rendered as its directory.
-#[derive(Debug, Clone, Default)]
-pub struct HostSource {
-    /// The label, also the prefix of its hits' qualified ids (`<name>/<id>`).
-    pub name: String,
-    pub weight: f32,
-    /// Best first.
-    pub hits: Vec<crate::source::RemoteHit>,
-}
-
-/// Time a remote step leaves before the turn's deadline for the local work after it (search,
-/// reading bodies, render).
-pub const LOCAL_RESERVE: Duration = Duration::from_millis(100);
-
-impl Turn {
-    /// `step`, cut to what is left before the turn's deadline less [`LOCAL_RESERVE`].
-    pub fn within(&self, step: Duration) -> Duration {
-        match self.deadline {
-            Some(d) => step.min(
-                d.saturating_duration_since(Instant::now())
-                    .saturating_sub(LOCAL_RESERVE),
-            ),
-            None => step,
-        }
-    }
-
-    /// What is left of the turn (`None`: no deadline).
-    pub fn remaining(&self) -> Option<Duration> {
-        self.deadline
-            .map(|d| d.saturating_duration_since(Instant::now()))
-    }
-
-    /// The instant a step of length `step` must end by.
-    pub fn deadline_for(&self, step: Duration) -> Instant {
-        Instant::now() + self.within(step)
-    }
-}
-
-/// The query rewrite of one turn.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RewriteReport {
-    /// The model's rewrite, when it gave a usable one (it was searched instead of the query).
-    pub rewritten: Option<String>,
-    pub error: Option<String>,
-    pub ms: u64,
-}
-
-/// What one remote source contributed.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct SourceReport {
-    pub source: String,
-    /// Hits it offered to the fusion.
-    pub hits: Vec<String>,
-    /// Items its filters dropped, as `id: reason`.
-    pub rejected: Vec<String>,
-    pub error: Option<String>,
-    pub ms: u64,
-}
-
-/// The gate's decision.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct GateReport {
-    /// The candidates it was shown, best first.
-    pub candidates: Vec<String>,
-    pub selected: Vec<String>,
-    pub plan: Option<String>,
-    /// The selection is the first candidates because the gate failed (`error` says why).
-    pub fell_back: bool,
-    pub error: Option<String>,
-    /// Ids the model named that were not candidates.
-    pub unknown_ids: Vec<String>,
-    pub ms: u64,
-}
-
-/// The remote stages of one retrieval; empty when nothing remote ran.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Stages {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rewrite: Option<RewriteReport>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub sources: Vec<SourceReport>,
-    /// Exact duplicates dropped (`dropped: kept instead`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub duplicates: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gate: Option<GateReport>,
-    /// Hub bundles installed for the selected hits (`id: directory`), or why not.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub materialised: Vec<String>,
-    /// Some remote part failed or timed out: the answer is what the healthy parts found.
-    pub degraded: bool,
-}
-
-/// The SHA-256 of a body normalised for exact-duplicate detection (§1.5): CRLF and CR to LF,
-/// each line's end trimmed, the whole trimmed. `None` for an empty body, which is never a
-/// duplicate.
-pub fn body_digest(body: &str) -> Option<[u8; 32]> {
-    let unified = body.replace("\r\n", "\n").replace('\r', "\n");
-    let lines: Vec<&str> = unified.lines().map(str::trim_end).collect();
-    let norm = lines.join("\n");
-    let norm = norm.trim();
-    if norm.is_empty() {
-        return None;
-    }
-    Some(Sha256::digest(norm.as_bytes()).into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bodies_equal_up_to_line_ends_and_trailing_space_share_a_digest() {
-        let a = body_digest("# PDF\r\nFill forms.  \r\n\r\n").unwrap();
-        let b = body_digest("\n# PDF\nFill forms.").unwrap();
-        let c = body_digest("# PDF\rFill forms.").unwrap();
-        assert_eq!(a, b);
-        assert_eq!(a, c);
-        assert_ne!(a, body_digest("# PDF\nFill  forms.").unwrap());
-        assert_eq!(body_digest(" \r\n\t"), None);
-    }
 
     #[test]
     fn nothing_configured_is_inactive_and_a_bad_model_url_is_a_note() {
@@ -280,21 +148,5 @@ mod tests {
         assert_eq!(r.hub_cache(), Some(Path::new("/h/cache/hub")));
         assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
         assert!(r.notes[0].contains("chat model `m`"), "{:?}", r.notes);
-    }
-
-    #[test]
-    fn a_turn_deadline_cuts_every_step() {
-        let t = Turn::default();
-        assert_eq!(t.within(Duration::from_secs(5)), Duration::from_secs(5));
-        let t = Turn {
-            deadline: Some(Instant::now() + Duration::from_millis(300)),
-            ..Turn::default()
-        };
-        assert!(t.within(Duration::from_secs(5)) <= Duration::from_millis(200));
-        let t = Turn {
-            deadline: Some(Instant::now() - Duration::from_millis(1)),
-            ..Turn::default()
-        };
-        assert_eq!(t.within(Duration::from_secs(5)), Duration::ZERO);
     }
 }

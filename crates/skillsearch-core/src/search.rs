@@ -65,7 +65,7 @@ impl Eq for SegmentCandidate {}
 /// Source label of skills from the local index (`[local/<id>]`).
 pub const LOCAL_SOURCE: &str = "local";
 
-/// Ranking knobs. The defaults were chosen with `skillsearch eval` (see ARCHITECTURE.md).
+/// Ranking knobs. The defaults were chosen with `skillsearch eval` (see docs/ranking.md).
 #[derive(Debug, Clone, Serialize)]
 pub struct SearchOptions {
     pub top_k: usize,
@@ -91,7 +91,7 @@ pub struct SearchOptions {
     /// The lexical retriever keeps at most this many distinct query terms, the rarest in the
     /// corpus first (`0`: all). A long prompt otherwise costs a scorer per term and field: a
     /// 44-term prompt took 22–37 ms at 64K skills, 4–6 ms with 16 terms, while the dev sets
-    /// moved by at most 0.002 (see ARCHITECTURE.md, "Long prompts").
+    /// moved by at most 0.002 (see docs/ranking.md, "Long prompts").
     pub max_query_terms: usize,
 }
 

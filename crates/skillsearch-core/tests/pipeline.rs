@@ -7,11 +7,11 @@ mod support;
 
 use serde_json::{Value, json};
 use skillsearch_core::config::{self, Layers};
-use skillsearch_core::deliver::{self, RenderOptions, Retrieval};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::search::Retriever;
 use skillsearch_core::tokens::TokenCounter;
-use skillsearch_core::{GateEnv, Remote, Roots, SearchOptions, Turn};
+use skillsearch_core::turn::Retrieval;
+use skillsearch_core::{Engine, GateEnv, Roots, SearchOptions, Turn};
 use std::fs;
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
@@ -152,7 +152,8 @@ fn world(copy_of_hub: bool) -> World {
     World { tmp, idx }
 }
 
-fn remote(home: &Path, env: &[(&str, &str)]) -> Remote {
+/// The engine these settings make, ranking lexically, rendering without a budget.
+fn remote(home: &Path, env: &[(&str, &str)]) -> Engine {
     let s = config::resolve(&Layers {
         env: env
             .iter()
@@ -161,35 +162,24 @@ fn remote(home: &Path, env: &[(&str, &str)]) -> Remote {
         ..Layers::default()
     })
     .unwrap();
-    let r = Remote::from_settings(&s, home);
-    assert!(r.is_active());
-    r
+    let e = Engine::new(&s, home)
+        .with_eligibility(GateEnv::allow_all())
+        .with_counter(TokenCounter::estimating())
+        .with_search_options(SearchOptions {
+            retriever: Retriever::Lexical,
+            ..SearchOptions::default()
+        })
+        .with_token_budget(None);
+    assert!(e.remote().is_active());
+    e
 }
 
-fn turn(w: &World, query: &str, top_k: usize, remote: &Remote, t: &Turn) -> Retrieval {
-    let opts = SearchOptions {
-        top_k,
-        retriever: Retriever::Lexical,
-        ..SearchOptions::default()
+fn turn(w: &World, query: &str, top_k: usize, engine: &Engine, t: &Turn) -> Retrieval {
+    let t = Turn {
+        top_k: Some(top_k),
+        ..t.clone()
     };
-    let ro = RenderOptions {
-        heading: "# Skills".into(),
-        token_budget: None,
-        plugin_dirs: Default::default(),
-        relevance_guard: true,
-    };
-    deliver::retrieve_turn(
-        &w.idx,
-        query,
-        &opts,
-        &GateEnv::allow_all(),
-        &ro,
-        &TokenCounter::estimating(),
-        &deliver::no_more,
-        remote,
-        t,
-    )
-    .unwrap()
+    engine.retrieve(&w.idx, query, &t).unwrap()
 }
 
 fn ids(r: &Retrieval) -> Vec<&str> {
@@ -304,7 +294,7 @@ fn the_gate_sees_the_original_query_and_the_tools_and_picks() {
         ],
     );
     assert!(
-        r.gate_on() && r.rewrite_on(),
+        r.remote().gate_on() && r.remote().rewrite_on(),
         "gate is on by default with a hub"
     );
     let t = Turn {

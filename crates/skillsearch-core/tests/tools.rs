@@ -1,11 +1,10 @@
 //! Golden files for every string a model reads from the tools, and the tools' behaviour on a
 //! real index. `UPDATE_GOLDEN=1 cargo test` rewrites the golden files after a deliberate change.
 
-use skillsearch_core::deliver::RenderOptions;
+use skillsearch_core::config::{self, Layers};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
-use skillsearch_core::tokens::TokenCounter;
-use skillsearch_core::tools::{self, *};
-use skillsearch_core::{GateEnv, Roots, SearchOptions};
+use skillsearch_core::turn::tools::*;
+use skillsearch_core::{Engine, GateEnv, Roots, SearchOptions, Turn};
 use std::fs;
 use std::path::PathBuf;
 
@@ -52,7 +51,7 @@ fn tool_strings_match_their_golden_files() {
     golden("replies.txt", &replies);
     golden(
         "context_preamble.txt",
-        skillsearch_core::deliver::CONTEXT_PREAMBLE,
+        skillsearch_core::turn::CONTEXT_PREAMBLE,
     );
 }
 
@@ -113,24 +112,21 @@ fn library() -> Lib {
     }
 }
 
+/// The engine of the default settings (heading `# Skills`, budget 8000, nothing remote),
+/// every skill eligible.
+fn engine() -> Engine {
+    let s = config::resolve(&Layers::default()).unwrap();
+    Engine::new(&s, std::path::Path::new("/nonexistent"))
+        .with_eligibility(GateEnv::allow_all())
+        .with_search_options(SearchOptions::default())
+}
+
 fn search(lib: &Lib, q: &str) -> String {
-    let ro = RenderOptions {
-        heading: "# Skills".into(),
-        token_budget: Some(8000),
-        plugin_dirs: Default::default(),
-        relevance_guard: true,
-    };
-    tools::skill_search(
-        &lib.idx,
-        q,
-        &SearchOptions::default(),
-        &GateEnv::allow_all(),
-        &ro,
-        &TokenCounter::new(),
-        &skillsearch_core::Remote::none(),
-        &skillsearch_core::Turn::default(),
-    )
-    .0
+    engine().skill_search(&lib.idx, q, &Turn::default()).0
+}
+
+fn skill_read(idx: &SkillIndex, id: &str, path: Option<&str>) -> String {
+    engine().skill_read(idx, id, path, &Turn::default())
 }
 
 #[test]
@@ -153,25 +149,20 @@ fn skill_search_replies() {
 #[test]
 fn skill_read_lists_files_and_reads_one_safely() {
     let lib = library();
-    let full = skill_read(&lib.idx, "local/pdf-tables", None, "# Skills");
+    let full = skill_read(&lib.idx, "local/pdf-tables", None);
     assert!(full.contains("### Skill: pdf-tables  [local/pdf-tables]"));
     assert!(full.ends_with("Files in the skill directory (read one with `path`):\n- references/big.md\n- references/blob.bin\n- references/forms.md\n- references/deep/more.md\n- scripts/x.py\n"), "{full}");
     assert_eq!(
-        skill_read(
-            &lib.idx,
-            "pdf-tables",
-            Some("references/forms.md"),
-            "# Skills"
-        ),
+        skill_read(&lib.idx, "pdf-tables", Some("references/forms.md")),
         "# Forms\nAcroForm notes.\n"
     );
-    assert_eq!(skill_read(&lib.idx, " ", None, "# Skills"), EMPTY_ID_REPLY);
+    assert_eq!(skill_read(&lib.idx, " ", None), EMPTY_ID_REPLY);
     assert_eq!(
-        skill_read(&lib.idx, "local/nope", None, "# Skills"),
+        skill_read(&lib.idx, "local/nope", None),
         unknown_id_reply("local/nope")
     );
     let id = "local/pdf-tables";
-    let r = |p: &str| skill_read(&lib.idx, id, Some(p), "# Skills");
+    let r = |p: &str| skill_read(&lib.idx, id, Some(p));
     assert_eq!(
         r("../secret.txt"),
         bad_path_reply(

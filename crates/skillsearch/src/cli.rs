@@ -3,19 +3,19 @@
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use skillsearch_core::config::{self, Settings};
-use skillsearch_core::decision_log::DecisionLog;
-use skillsearch_core::deliver::{self, RenderOptions};
 use skillsearch_core::eval;
 use skillsearch_core::index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
-use skillsearch_core::render::{self, RenderSkill};
 use skillsearch_core::search::{Retriever, SearchOptions};
 use skillsearch_core::tokens::{self, TokenCounter};
-use skillsearch_core::{GateEnv, Remote, Roots, Turn, corpus};
+use skillsearch_core::turn::decision_log::DecisionLog;
+use skillsearch_core::turn::render::{self, RenderSkill};
+use skillsearch_core::{Engine, GateEnv, Roots, Turn, corpus};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use crate::context::{Flags, home_dir, roots_of, settings};
 use crate::output::{Out, print_diagnostics};
 
 /// Exit codes: 0 hits, 1 no hits, 2 error.
@@ -358,46 +358,9 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
     }
 }
 
-fn home_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
-    if let Some(h) = flag {
-        return Ok(h);
-    }
-    if let Some(h) = std::env::var_os("SKILLSEARCH_HOME").filter(|h| !h.is_empty()) {
-        return Ok(PathBuf::from(h));
-    }
-    let user = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .context("neither SKILLSEARCH_HOME nor HOME is set; pass --home DIR")?;
-    Ok(PathBuf::from(user).join(".skillsearch"))
-}
-
-/// Config flags given on the command line, as (key, raw value) for the flag layer.
-#[derive(Default)]
-pub(crate) struct Flags(Vec<(String, String)>);
-
 impl Flags {
     fn roots(self, r: &RootArgs) -> Self {
         self.paths("skills", &r.skills)
-    }
-
-    /// A path-list key from a repeated flag (one path per line in the flag layer).
-    fn paths(mut self, key: &str, dirs: &[PathBuf]) -> Self {
-        if !dirs.is_empty() {
-            let joined = dirs
-                .iter()
-                .map(|p| p.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("\n");
-            self.0.push((key.into(), joined));
-        }
-        self
-    }
-
-    fn set<T: ToString>(mut self, key: &str, v: Option<T>) -> Self {
-        if let Some(v) = v {
-            self.0.push((key.into(), v.to_string()));
-        }
-        self
     }
 
     fn plugins(self, dirs: &[PathBuf]) -> Self {
@@ -415,94 +378,15 @@ impl Flags {
     }
 }
 
-/// Resolves defaults < config file < SKILLSEARCH_* environment < flags.
-pub(crate) fn settings(home: &Path, config: Option<PathBuf>, flags: Flags) -> Result<Settings> {
-    let explicit = config.or_else(|| {
-        std::env::var_os("SKILLSEARCH_CONFIG")
-            .filter(|c| !c.is_empty())
-            .map(PathBuf::from)
-    });
-    let file = match explicit {
-        Some(path) => {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("cannot read config file {}", path.display()))?;
-            Some((path, text))
-        }
-        None => {
-            let path = home.join("config.toml");
-            match std::fs::read_to_string(&path) {
-                Ok(text) => Some((path, text)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => {
-                    return Err(e)
-                        .with_context(|| format!("cannot read config file {}", path.display()));
-                }
-            }
-        }
-    };
-    let layers = config::Layers {
-        file,
-        env: std::env::vars().collect(),
-        flags: flags.0,
-    };
-    let mut s = config::resolve(&layers)?;
-    if s.log_path
-        .as_ref()
-        .is_some_and(|p| p.as_os_str().is_empty())
-    {
-        s.log_path = Some(home.join("logs").join("decisions.jsonl"));
-    }
-    Ok(s)
-}
-
-/// The skill roots the settings name: explicit ones, or OpenClaw's defaults for the workspace.
-pub(crate) fn roots_of(s: &Settings) -> Result<Roots> {
-    if !s.skills.is_empty() {
-        return Ok(Roots::explicit(s.skills.iter().cloned()));
-    }
-    let ws = match &s.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    Ok(Roots::openclaw(&ws, home.as_deref(), &[]))
-}
-
-pub(crate) fn options(s: &Settings, rank: Option<&RankArgs>, top_k: usize) -> SearchOptions {
+/// The ranking the settings configure, with the ranking flags that are not config keys.
+fn search_options(s: &Settings, rank: &RankArgs, top_k: usize) -> SearchOptions {
     let d = SearchOptions::from_settings(s, top_k);
     SearchOptions {
-        stopword_df: rank.and_then(|r| r.stopword_df).unwrap_or(d.stopword_df),
-        body_stopword_df: rank
-            .and_then(|r| r.body_stopword_df)
-            .unwrap_or(d.body_stopword_df),
-        max_query_terms: rank
-            .and_then(|r| r.max_query_terms)
-            .unwrap_or(d.max_query_terms),
+        stopword_df: rank.stopword_df.unwrap_or(d.stopword_df),
+        body_stopword_df: rank.body_stopword_df.unwrap_or(d.body_stopword_df),
+        max_query_terms: rank.max_query_terms.unwrap_or(d.max_query_terms),
         ..d
     }
-}
-
-/// How blocks are rendered under these settings (installed plugins' directories included, for
-/// `{plugins.<id>}` in skill bodies).
-pub(crate) fn render_options(s: &Settings) -> RenderOptions {
-    let inventory = skillsearch_core::plan::Inventory::load(&s.plugins);
-    RenderOptions {
-        heading: s.heading.clone(),
-        token_budget: s.token_budget,
-        plugin_dirs: inventory
-            .plugins
-            .into_values()
-            .map(|p| (p.id, p.dir))
-            .collect(),
-        relevance_guard: true,
-    }
-}
-
-/// Opens the index without a progress bar or warnings (for surfaces that answer a host).
-pub(crate) fn open_index_quiet(home: &Path, roots: &Roots, refresh: Refresh) -> Result<SkillIndex> {
-    let (idx, _) = SkillIndex::open(roots, &IndexConfig::new(home), refresh, &|_| {})
-        .with_context(|| format!("cannot open the skill index under {}", home.display()))?;
-    Ok(idx)
 }
 
 /// Opens (building or refreshing as needed) the index, with a progress bar on a terminal.
@@ -603,13 +487,11 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 Some(RefreshArg::Never) => Refresh::Never,
             };
             let output = match (json, render) {
-                (_, true) => SearchOutput::Render {
-                    ro: render_options(&s),
-                },
+                (_, true) => SearchOutput::Render,
                 (true, _) => SearchOutput::Json,
                 _ => SearchOutput::List,
             };
-            let opts = options(&s, Some(&rank), s.top_k);
+            let opts = search_options(&s, &rank, s.top_k);
             cmd_search(&mut out, &home, &s, &query, &opts, refresh, output)
         }
         Command::Show { id, roots, json } => {
@@ -654,7 +536,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 &home,
                 &s,
                 &queries,
-                &options(&s, Some(&rank), top_k.max(10)),
+                &search_options(&s, &rank, top_k.max(10)),
                 json,
                 store_queries,
             )
@@ -773,13 +655,13 @@ fn cmd_plan(
     tools: Option<&Path>,
     json: bool,
 ) -> Result<u8> {
-    use skillsearch_core::plan::{self, Inventory, Matched};
+    use skillsearch_core::plan;
+    use skillsearch_core::turn::PlanFrom;
     let (idx, _) = open_index(
         home,
         &roots_of(s)?,
         Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms)),
     )?;
-    let gate = GateEnv::from_process();
     let (tool_list, mut tool_diags) = match tools {
         None => (Vec::new(), Vec::new()),
         Some(path) => {
@@ -790,40 +672,24 @@ fn cmd_plan(
             plan::parse_tools(&v, path)
         }
     };
-    let inventory = Inventory::load(&s.plugins);
-    let counter = TokenCounter::new();
-    let started = Instant::now();
-    let result = idx.search(prompt, &options(s, None, s.top_k), &gate)?;
-    let search_ms = started.elapsed().as_secs_f64() * 1e3;
-    let t = Instant::now();
-    // Managed plugins: those some *eligible* skill activates.
-    let managed = idx.managed_plugins(&gate)?;
-    let matched: Vec<Matched<'_>> = result.hits.iter().map(Matched::from).collect();
-    let mut p = plan::plan(&matched, &managed, &[], &tool_list, &inventory, &counter);
-    let plan_ms = t.elapsed().as_secs_f64() * 1e3;
+    let engine = Engine::new(s, home);
+    let from = PlanFrom::Prompt {
+        query: prompt,
+        top_k: s.top_k,
+    };
+    let answer = engine.plan(&idx, from, &tool_list)?;
+    let mut p = answer.plan;
     p.diagnostics.append(&mut tool_diags);
+    let ids: Vec<&str> = answer.matched.iter().map(String::as_str).collect();
     if json {
-        let ids: Vec<&str> = result
-            .hits
-            .iter()
-            .map(|h| h.qualified_id.as_str())
-            .collect();
         let mut v = p.report(&ids);
         v["prompt"] = prompt.into();
-        v["search_ms"] = search_ms.into();
-        v["plan_ms"] = plan_ms.into();
+        v["search_ms"] = answer.search_ms.into();
+        v["plan_ms"] = answer.plan_ms.into();
         out.json(&v)?;
         return Ok(0);
     }
-    out.line(&format!(
-        "matched skills:    {}",
-        result
-            .hits
-            .iter()
-            .map(|h| h.qualified_id.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))?;
+    out.line(&format!("matched skills:    {}", ids.join(", ")))?;
     out.line(&format!(
         "activated plugins: {}",
         p.activated_plugins.join(", ")
@@ -1002,9 +868,7 @@ enum SearchOutput {
     List,
     Json,
     /// The block a model reads, within an optional token budget.
-    Render {
-        ro: RenderOptions,
-    },
+    Render,
 }
 
 fn cmd_search(
@@ -1029,24 +893,9 @@ fn cmd_search(
     {
         tracing::warn!("{note}");
     }
-    let gate = GateEnv::from_process();
-    if let SearchOutput::Render { ro } = &output {
-        let ro = ro.clone();
-        let r = deliver::retrieve_turn(
-            &idx,
-            query,
-            opts,
-            &gate,
-            &ro,
-            &TokenCounter::new(),
-            &deliver::no_more,
-            &Remote::from_settings(s, home),
-            &Turn {
-                tools: None,
-                deadline: Some(started + Duration::from_millis(s.deadline_ms)),
-                ..Turn::default()
-            },
-        )?;
+    let engine = Engine::new(s, home).with_search_options(opts.clone());
+    if let SearchOutput::Render = &output {
+        let r = engine.retrieve(&idx, query, &Turn::until(engine.deadline(started)))?;
         for n in &r.notes {
             tracing::warn!("{n}");
         }
@@ -1062,7 +911,7 @@ fn cmd_search(
         out.line(&r.text)?;
         return Ok(0);
     }
-    let result = idx.search(query, opts, &gate)?;
+    let result = idx.search(query, opts, engine.eligibility())?;
     let code = if result.hits.is_empty() {
         EXIT_NO_HITS
     } else {

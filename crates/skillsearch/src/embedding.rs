@@ -20,7 +20,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-/// Texts embedded per model call (the batch that ran fastest on 2 cores; see ARCHITECTURE.md).
+/// Texts embedded per model call (the batch that ran fastest on 2 cores; see docs/performance.md, "Semantic speed").
 pub(crate) const BATCH: usize = 16;
 
 /// What [`load`] found.

@@ -3,17 +3,17 @@
 //! skills block as `additionalContext`. It always exits 0 and never blocks the turn: bad input,
 //! a broken config, a slow index or a missed deadline all cost the turn its skills, nothing more.
 
-use crate::cli::{Flags, open_index_quiet, options, roots_of, settings};
+use crate::context::{Flags, open_index, roots_of, settings};
 use serde_json::{Value, json};
-use skillsearch_core::config::{Mode, Settings};
-use skillsearch_core::decision_log::{Decision, DecisionLog};
-use skillsearch_core::deliver;
+use skillsearch_core::config::Mode;
 use skillsearch_core::index::Refresh;
 use skillsearch_core::tokens::TokenCounter;
-use skillsearch_core::{GateEnv, Remote, Turn};
+use skillsearch_core::turn::decision_log::Decision;
+use skillsearch_core::turn::{self, Retrieval};
+use skillsearch_core::{Engine, Turn};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 /// Most bytes of hook input read; the rest is ignored.
@@ -105,6 +105,8 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
             return 0;
         }
     };
+    // Estimated token counts: loading the BPE tables costs more than the whole turn may.
+    let engine = Arc::new(Engine::new(&s, home).with_counter(TokenCounter::estimating()));
     let mut decision = Decision::new("hook", host.name(), s.mode.as_str(), &query);
     let context = match (&input, s.mode) {
         (Err(e), _) => {
@@ -114,20 +116,17 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
         (Ok(_), Mode::OnDemand) => String::new(),
         (Ok(_), Mode::Auto) if query.trim().is_empty() => String::new(),
         (Ok(_), Mode::Auto) => {
-            retrieve_within_deadline(home, &s, cwd, &query, &mut decision, started)
+            retrieve_within_deadline(home, &engine, cwd, &query, &mut decision, started)
         }
     };
     emit(host.reply(&context));
-    decision.elapsed_ms.insert(
-        "total".into(),
-        (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
-    );
-    if let Some(path) = &s.log_path
-        && let Err(e) = DecisionLog::new(path, s.log_max_bytes).append(&decision)
-    {
+    decision
+        .elapsed_ms
+        .insert("total".into(), turn::ms_since(started));
+    if let Err(e) = engine.record(&decision) {
         eprintln!(
             "skillsearch hook: cannot write the decision log {}: {e}",
-            path.display()
+            engine.log_path().unwrap_or(Path::new("")).display()
         );
     }
     0
@@ -137,45 +136,31 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
 /// process exits right after the reply).
 fn retrieve_within_deadline(
     home: &Path,
-    s: &Settings,
+    engine: &Arc<Engine>,
     cwd: Option<PathBuf>,
     query: &str,
     decision: &mut Decision,
     started: Instant,
 ) -> String {
+    let s = engine.settings();
     let (tx, rx) = mpsc::channel();
-    let (home, mut s2, query) = (home.to_path_buf(), s.clone(), query.to_owned());
+    let (home, engine2, query) = (home.to_path_buf(), engine.clone(), query.to_owned());
+    let mut s2 = s.clone();
     if s2.skills.is_empty() && s2.workspace.is_none() {
         s2.workspace = cwd;
     }
+    // Leave the reply time to be written before the host's own deadline.
     let turn_deadline = started + Duration::from_millis(s.deadline_ms).saturating_sub(MARGIN);
     std::thread::spawn(move || {
-        let work = || -> anyhow::Result<(skillsearch_core::deliver::Retrieval, f64)> {
+        let work = || -> anyhow::Result<(Retrieval, f64)> {
             let t = Instant::now();
-            let roots = roots_of(&s2)?;
-            let idx = open_index_quiet(
+            let idx = open_index(
                 &home,
-                &roots,
+                &roots_of(&s2)?,
                 Refresh::IfOlderThan(Duration::from_millis(s2.refresh_ms)),
             )?;
-            let open_ms = t.elapsed().as_secs_f64() * 1e3;
-            let ro = crate::cli::render_options(&s2);
-            let r = deliver::retrieve_turn(
-                &idx,
-                &query,
-                &options(&s2, None, s2.top_k),
-                &GateEnv::from_process(),
-                &ro,
-                &TokenCounter::estimating(),
-                &deliver::no_more,
-                &Remote::from_settings(&s2, &home),
-                &Turn {
-                    tools: None,
-                    // Leave the reply time to be written before the host's own deadline.
-                    deadline: Some(turn_deadline),
-                    ..Turn::default()
-                },
-            )?;
+            let open_ms = turn::ms_since(t);
+            let r = engine2.retrieve(&idx, &query, &Turn::until(turn_deadline))?;
             Ok((r, open_ms))
         };
         let _ = tx.send(work());
@@ -184,10 +169,8 @@ fn retrieve_within_deadline(
     match rx.recv_timeout(deadline) {
         Ok(Ok((r, open_ms))) => {
             *decision = std::mem::take(decision).with_retrieval(&r);
-            decision
-                .elapsed_ms
-                .insert("open".into(), (open_ms * 1e3).round() / 1e3);
-            deliver::injected_context(&r.text)
+            decision.elapsed_ms.insert("open".into(), open_ms);
+            turn::injected_context(&r.text)
         }
         Ok(Err(e)) => {
             decision.error = Some(format!("{e:#}"));

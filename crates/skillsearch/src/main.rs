@@ -2,11 +2,12 @@
 //! work is done by `skillsearch-core`.
 
 /// mimalloc: the embedding model's many short-lived large buffers made glibc malloc spend
-/// most of a batch in page faults and `madvise` (see ARCHITECTURE.md, "Allocator").
+/// most of a batch in page faults and `madvise` (see docs/performance.md, "Allocator").
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cli;
+mod context;
 mod embedding;
 mod hook;
 mod mcp;

@@ -11,7 +11,7 @@
 //! whole-turn deadline. A slow or broken index costs a call its skills (a fixed reply), never
 //! a protocol error.
 
-use crate::cli::{options, roots_of};
+use crate::context::{open_index, roots_of};
 use crate::mcp_skills::{self, Catalogue};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
@@ -24,12 +24,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 use skillsearch_core::config::{Mode, Settings};
-use skillsearch_core::decision_log::{Decision, DecisionLog};
-use skillsearch_core::deliver::RenderOptions;
-use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
-use skillsearch_core::tokens::TokenCounter;
-use skillsearch_core::tools;
-use skillsearch_core::{GateEnv, Remote, Turn};
+use skillsearch_core::index::{Refresh, SkillIndex};
+use skillsearch_core::turn::decision_log::Decision;
+use skillsearch_core::turn::{self, tools};
+use skillsearch_core::{Engine, Turn};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,29 +35,25 @@ use std::time::{Duration, Instant};
 /// Characters of a query used; longer arguments are cut.
 const MAX_QUERY_CHARS: usize = 2000;
 
-/// The warm engine shared by every call of one server process.
-struct Engine {
-    settings: Settings,
-    render: RenderOptions,
+/// What every call of one server process shares: the turn engine, the warm index, the
+/// embedder filling its vectors, and the Skills extension's catalogue.
+struct McpState {
+    engine: Engine,
     home: PathBuf,
     index: Mutex<Option<(Arc<SkillIndex>, Instant)>>,
     embedding: Arc<crate::embedding::Background>,
-    counter: TokenCounter,
-    gate: GateEnv,
-    /// The hub, rewrite and gate the settings configure.
-    remote: Remote,
     /// The Skills extension's catalogue and the index generation it was built from.
     catalogue: Mutex<Option<(u64, Arc<Catalogue>)>>,
 }
 
-impl Engine {
+impl McpState {
     /// Opens (or refreshes, when the last check is old) the index, then runs `f` on it.
     fn with_index<T>(&self, f: impl FnOnce(&SkillIndex) -> T) -> anyhow::Result<T> {
         let mut slot = self
             .index
             .lock()
             .map_err(|_| anyhow::anyhow!("index lock poisoned"))?;
-        let refresh_every = Duration::from_millis(self.settings.refresh_ms);
+        let refresh_every = Duration::from_millis(self.engine.settings().refresh_ms);
         match slot.as_mut() {
             Some((idx, checked)) if checked.elapsed() > refresh_every => {
                 if let Err(e) = idx.refresh(&|_| {}) {
@@ -69,11 +63,9 @@ impl Engine {
             }
             Some(_) => {}
             None => {
-                let roots = roots_of(&self.settings)?;
+                let roots = roots_of(self.engine.settings())?;
                 let refresh = Refresh::IfOlderThan(refresh_every);
-                let (idx, _) =
-                    SkillIndex::open(&roots, &IndexConfig::new(&self.home), refresh, &|_| {})?;
-                let idx = Arc::new(idx);
+                let idx = Arc::new(open_index(&self.home, &roots, refresh)?);
                 self.embedding.register(&idx);
                 *slot = Some((idx, Instant::now()));
             }
@@ -100,16 +92,15 @@ impl Engine {
             {
                 return Ok(cat.clone());
             }
-            let cat = Arc::new(Catalogue::build(idx, &self.gate)?);
+            let cat = Arc::new(Catalogue::build(idx, self.engine.eligibility())?);
             *slot = Some((generation, cat.clone()));
             Ok(cat)
         })?
     }
 
     fn log(&self, d: &Decision) {
-        if let Some(path) = &self.settings.log_path
-            && let Err(e) = DecisionLog::new(path, self.settings.log_max_bytes).append(d)
-        {
+        if let Err(e) = self.engine.record(d) {
+            let path = self.engine.log_path().unwrap_or(std::path::Path::new(""));
             tracing::warn!(target: "mcp", path = %path.display(), error = %e, "cannot write the decision log");
         }
     }
@@ -117,7 +108,7 @@ impl Engine {
 
 #[derive(Clone)]
 struct SkillServer {
-    engine: Arc<Engine>,
+    state: Arc<McpState>,
 }
 
 fn schema_object(v: Value) -> Arc<serde_json::Map<String, Value>> {
@@ -160,9 +151,9 @@ impl SkillServer {
         &self,
         f: impl FnOnce(&Catalogue) -> Result<T, McpError> + Send + 'static,
     ) -> Result<T, McpError> {
-        let engine = self.engine.clone();
+        let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
-            let cat = engine.catalogue().map_err(|e| {
+            let cat = state.catalogue().map_err(|e| {
                 tracing::warn!(target: "mcp", error = %format!("{e:#}"), "skills: the index is unavailable");
                 McpError::internal_error(format!("the skill index is unavailable: {e:#}"), None)
             })?;
@@ -174,38 +165,23 @@ impl SkillServer {
 
     /// Runs one tool call on a blocking thread, bounded by the deadline.
     async fn call(&self, name: &str, args: Option<serde_json::Map<String, Value>>) -> String {
-        let engine = self.engine.clone();
+        let state = self.state.clone();
         let started = Instant::now();
         let name_owned = name.to_owned();
-        let deadline = Duration::from_millis(engine.settings.deadline_ms);
+        let deadline = Duration::from_millis(state.engine.settings().deadline_ms);
         let work = tokio::task::spawn_blocking(move || {
-            let s = &engine.settings;
+            let engine = &state.engine;
+            let turn = Turn::until(started + deadline);
             let mut decision;
             let reply = if name_owned == tools::SKILL_SEARCH {
                 let query = text_arg(&args, "query");
                 decision = Decision::new("mcp", "", tools::SKILL_SEARCH, &query);
-                let ro = engine.render.clone();
-                let opts = options(s, None, s.top_k);
-                match engine.with_index(|idx| {
-                    tools::skill_search(
-                        idx,
-                        &query,
-                        &opts,
-                        &engine.gate,
-                        &ro,
-                        &engine.counter,
-                        &engine.remote,
-                        &Turn {
-                            tools: None,
-                            deadline: Some(started + deadline),
-                            ..Turn::default()
-                        },
-                    )
-                }) {
+                match state.with_index(|idx| engine.skill_search(idx, &query, &turn)) {
                     Ok((text, retrieval)) => {
                         if let Some(r) = &retrieval {
                             decision = decision.with_retrieval(r);
-                            decision.tokens_exact = r.tokens.is_some() && engine.counter.is_exact();
+                            decision.tokens_exact =
+                                r.tokens.is_some() && engine.counter().is_exact();
                         }
                         text
                     }
@@ -219,14 +195,7 @@ impl SkillServer {
                 let path = text_arg(&args, "path");
                 decision = Decision::new("mcp", "", tools::SKILL_READ, &format!("{id} {path}"));
                 let path = Some(path.as_str()).filter(|p| !p.is_empty());
-                let turn = Turn {
-                    tools: None,
-                    deadline: Some(started + deadline),
-                    ..Turn::default()
-                };
-                match engine.with_index(|idx| {
-                    tools::skill_read_any(idx, &engine.remote, &id, path, &s.heading, &turn)
-                }) {
+                match state.with_index(|idx| engine.skill_read(idx, &id, path, &turn)) {
                     Ok(text) => {
                         decision.injected_chars = skillsearch_core::tokens::js_len(&text);
                         decision.injected_tokens = text.len().div_ceil(4);
@@ -238,11 +207,10 @@ impl SkillServer {
                     }
                 }
             };
-            decision.elapsed_ms.insert(
-                "total".into(),
-                (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
-            );
-            engine.log(&decision);
+            decision
+                .elapsed_ms
+                .insert("total".into(), turn::ms_since(started));
+            state.log(&decision);
             reply
         });
         match tokio::time::timeout(deadline, work).await {
@@ -359,12 +327,12 @@ impl ServerHandler for SkillServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(tool_list(
-            self.engine.settings.mode,
+            self.state.engine.settings().mode,
         )))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tool_list(self.engine.settings.mode)
+        tool_list(self.state.engine.settings().mode)
             .into_iter()
             .find(|t| t.name == name)
     }
@@ -375,7 +343,7 @@ impl ServerHandler for SkillServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.as_ref();
-        if self.engine.settings.mode == Mode::Auto
+        if self.state.engine.settings().mode == Mode::Auto
             && (name == tools::SKILL_SEARCH || name == tools::SKILL_READ)
         {
             return Err(McpError::new(
@@ -397,23 +365,18 @@ impl ServerHandler for SkillServer {
 
 /// Serves MCP on stdin/stdout until the client closes the connection.
 pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
-    let remote = Remote::from_settings(&settings, &home);
-    let engine = Arc::new(Engine {
+    let state = Arc::new(McpState {
         embedding: crate::embedding::Background::start(&home, &settings),
-        render: crate::cli::render_options(&settings),
-        settings,
+        engine: Engine::new(&settings, &home),
         home,
         index: Mutex::new(None),
-        counter: TokenCounter::new(),
-        gate: GateEnv::from_process(),
-        remote,
         catalogue: Mutex::new(None),
     });
     // Warm the index while the client initialises.
     {
-        let engine = engine.clone();
+        let state = state.clone();
         std::thread::spawn(move || {
-            if let Err(e) = engine.with_index(|_| ()) {
+            if let Err(e) = state.with_index(|_| ()) {
                 tracing::warn!(target: "mcp", error = %format!("{e:#}"), "cannot open the skill index yet");
             }
         });
@@ -422,7 +385,7 @@ pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
         .enable_time()
         .build()?;
     rt.block_on(async move {
-        let server = SkillServer { engine }
+        let server = SkillServer { state }
             .serve(rmcp::transport::stdio())
             .await?;
         server.waiting().await?;

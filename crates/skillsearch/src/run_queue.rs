@@ -8,7 +8,7 @@
 //! retrieval; one runner task per worker takes the oldest queued retrieval, runs it, and yields,
 //! so the sockets are polled (and new requests read and queued) between any two retrievals.
 //! Everything stays on the runtime's own threads: no hand-off to another thread, whose wake-up
-//! cost the daemon as much CPU as the retrieval itself (ARCHITECTURE.md, "Daemon under load").
+//! cost the daemon as much CPU as the retrieval itself (docs/performance.md, "Daemon under load").
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};

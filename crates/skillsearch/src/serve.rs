@@ -7,7 +7,7 @@
 //! watcher (or, where watching is impossible, every `refresh_ms`). Every request has the
 //! whole-turn deadline and a failure is an empty, well-formed answer with a diagnostic.
 
-use crate::cli::options;
+use crate::context::{open_index, roots_of};
 use crate::reply::{RetrieveReply, Text};
 use crate::run_queue::RunQueue;
 use anyhow::{Context, bail};
@@ -20,13 +20,10 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use skillsearch_core::config::{Mode, Settings};
-use skillsearch_core::decision_log::{Decision, DecisionLog};
-use skillsearch_core::deliver::{self, RenderOptions};
-use skillsearch_core::frontmatter::SkillMeta;
-use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
-use skillsearch_core::remote::HostSource;
-use skillsearch_core::tokens::TokenCounter;
-use skillsearch_core::{GateEnv, Remote, RemoteHit, Roots, Turn, tools};
+use skillsearch_core::index::{Refresh, SkillIndex};
+use skillsearch_core::turn::decision_log::Decision;
+use skillsearch_core::turn::{self, HostSource, PlanFrom, Retrieval, ms_since as ms, tools};
+use skillsearch_core::{Engine, Remote, RemoteHit, Roots, Turn};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -61,7 +58,7 @@ type CacheKey = (
     bool,
     Option<Vec<String>>,
 );
-pub(crate) type Answer = Arc<(String, Option<deliver::Retrieval>)>;
+pub(crate) type Answer = Arc<(String, Option<Retrieval>)>;
 
 /// Answers kept at most.
 const CACHE_ENTRIES: usize = 2048;
@@ -88,19 +85,13 @@ fn answer_bytes(a: &Answer) -> usize {
 }
 
 struct App {
-    render: RenderOptions,
+    /// The turn engine every request runs on.
+    engine: Engine,
     cache: Mutex<AnswerCache>,
-    inventory: skillsearch_core::plan::Inventory,
     home: PathBuf,
-    settings: Settings,
     workspaces: Mutex<HashMap<Vec<PathBuf>, Arc<Workspace>>>,
-    counter: TokenCounter,
-    gate: GateEnv,
     token: Option<String>,
-    log: Option<DecisionLog>,
     embedding: Arc<crate::embedding::Background>,
-    /// The hub, rewrite and gate the settings configure.
-    remote: Remote,
     /// Fresh retrievals run on the runtime's own threads (see [`runs_inline`]).
     inline: bool,
     /// Where they wait for one, in the order their requests were read.
@@ -112,7 +103,7 @@ struct App {
 /// 64K skills, a few with a local sentence model). It waits in the daemon's [`RunQueue`] for one
 /// of the runners, one per worker (so one per core), in the order the requests were read, and no
 /// request pays for a hand-off between threads, which cost a daemon under load about as much
-/// CPU as the retrieval itself (ARCHITECTURE.md, "Daemon under load"). A retrieval that
+/// CPU as the retrieval itself (docs/performance.md, "Daemon under load"). A retrieval that
 /// can wait on the network (hub, rewrite, gate, remote query embeddings) goes to the blocking
 /// pool, so a slow endpoint never holds a worker.
 fn runs_inline(settings: &Settings, remote: &Remote) -> bool {
@@ -310,7 +301,7 @@ impl App {
             return Ok(Roots::explicit(s.iter().cloned()));
         }
         let Some(w) = workspace else {
-            return crate::cli::roots_of(&self.settings)
+            return roots_of(self.engine.settings())
                 .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")));
         };
         if !w.is_absolute() {
@@ -321,11 +312,10 @@ impl App {
         }
         // Only a request naming a workspace needs settings of its own (a copy per request was
         // ~1% of a daemon's CPU under load).
-        let mut s = self.settings.clone();
+        let mut s = self.engine.settings().clone();
         s.skills.clear();
         s.workspace = Some(w.clone());
-        crate::cli::roots_of(&s)
-            .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))
+        roots_of(&s).map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))
     }
 
     fn workspace(self: &Arc<Self>, roots: Roots) -> Arc<Workspace> {
@@ -349,19 +339,14 @@ impl App {
                 let (app, ws) = (self.clone(), ws.clone());
                 async move {
                     let idx = tokio::task::spawn_blocking(move || {
-                        let refresh =
-                            Refresh::IfOlderThan(Duration::from_millis(app.settings.refresh_ms));
-                        let (idx, _) = SkillIndex::open(
-                            &ws.roots,
-                            &IndexConfig::new(&app.home),
-                            refresh,
-                            &|_| {},
-                        )?;
+                        let refresh_ms = app.engine.settings().refresh_ms;
+                        let refresh = Refresh::IfOlderThan(Duration::from_millis(refresh_ms));
+                        let idx = open_index(&app.home, &ws.roots, refresh)?;
                         // One retrieval per worker thread already uses every core.
                         idx.set_split(!app.inline);
                         let idx = Arc::new(idx);
                         app.embedding.register(&idx);
-                        watch(idx.clone(), app.settings.refresh_ms);
+                        watch(idx.clone(), refresh_ms);
                         anyhow::Ok(idx)
                     })
                     .await??;
@@ -381,7 +366,8 @@ impl App {
     ) -> Vec<(String, Arc<SkillIndex>)> {
         let mut out = Vec::new();
         for p in self
-            .inventory
+            .engine
+            .inventory()
             .plugins
             .values()
             .filter(|p| !p.skills.is_empty() && managed.contains_key(&p.id))
@@ -398,15 +384,13 @@ impl App {
     }
 
     fn log(&self, d: &Decision) {
-        if let Some(log) = &self.log
-            && let Err(e) = log.append(d)
-        {
+        if let Err(e) = self.engine.record(d) {
             tracing::warn!(target: "serve", error = %e, "cannot write the decision log");
         }
     }
 
     fn deadline(&self) -> Duration {
-        Duration::from_millis(self.settings.deadline_ms)
+        Duration::from_millis(self.engine.settings().deadline_ms)
     }
 
     async fn retrieve(
@@ -416,7 +400,7 @@ impl App {
     ) -> Result<RetrieveReply, ApiError> {
         let started = Instant::now();
         let mode = match req.mode.as_deref() {
-            None => self.settings.mode,
+            None => self.engine.settings().mode,
             Some("auto") => Mode::Auto,
             Some("on_demand") => Mode::OnDemand,
             Some(other) => {
@@ -426,7 +410,7 @@ impl App {
                 ));
             }
         };
-        let top_k = req.top_k.unwrap_or(self.settings.top_k);
+        let top_k = req.top_k.unwrap_or(self.engine.settings().top_k);
         if !(1..=50).contains(&top_k) {
             return Err(ApiError(
                 StatusCode::BAD_REQUEST,
@@ -462,6 +446,7 @@ impl App {
             t
         });
         let turn = Turn {
+            top_k: Some(top_k),
             tools: agent_tools.clone(),
             deadline: Some(started + self.deadline()),
             sources: host_sources(req.sources)?,
@@ -476,7 +461,9 @@ impl App {
                 Vec::new()
             } else {
                 // Only plugins some eligible skill activates can be activated this turn.
-                let managed = idx.managed_plugins(&app.gate).unwrap_or_default();
+                let managed = idx
+                    .managed_plugins(app.engine.eligibility())
+                    .unwrap_or_default();
                 app.bundled_indexes(&managed).await
             };
             let key: CacheKey = (
@@ -490,7 +477,7 @@ impl App {
                 idx.semantic()
                     .is_some_and(|s| s.coverage(&idx).is_ok_and(|c| c.complete())),
                 // The gate judges skills against the agent's tools.
-                agent_tools.filter(|_| app.remote.gate_on()),
+                agent_tools.filter(|_| app.engine.remote().gate_on()),
             );
             if let Some(hit) = app.cached(cacheable, &key) {
                 return anyhow::Ok(hit);
@@ -498,47 +485,14 @@ impl App {
             let app2 = app.clone();
             let q = query.clone();
             let job = move || {
-                let s = &app2.settings;
-                let ro = app2.render.clone();
-                let opts = options(s, None, top_k);
+                let engine = &app2.engine;
                 if search_tool {
-                    let (text, r) = tools::skill_search(
-                        &idx,
-                        &q,
-                        &opts,
-                        &app2.gate,
-                        &ro,
-                        &app2.counter,
-                        &app2.remote,
-                        &turn,
-                    );
+                    let (text, r) = engine.skill_search(&idx, &q, &turn);
                     anyhow::Ok(Arc::new((text, r)))
                 } else {
                     // Skills bundled by the plugins this turn's hits activate join the block.
-                    let more = |hits: &[skillsearch_core::Hit]| {
-                        let mut out = Vec::new();
-                        for (plugin, pidx) in &bundled {
-                            if hits
-                                .iter()
-                                .any(|h| h.meta.openclaw.activates_plugins.contains(plugin))
-                            {
-                                out.extend(pidx.search(&q, &opts, &app2.gate)?.hits);
-                            }
-                        }
-                        Ok(out)
-                    };
-                    let r = deliver::retrieve_turn(
-                        &idx,
-                        &q,
-                        &opts,
-                        &app2.gate,
-                        &ro,
-                        &app2.counter,
-                        &more,
-                        &app2.remote,
-                        &turn,
-                    )?;
-                    anyhow::Ok(Arc::new((deliver::injected_context(&r.text), Some(r))))
+                    let r = engine.retrieve_bundled(&idx, &q, &turn, &bundled)?;
+                    anyhow::Ok(Arc::new((turn::injected_context(&r.text), Some(r))))
                 }
             };
             let answer = if app.inline {
@@ -582,7 +536,7 @@ impl App {
                 Err(_) => {
                     let msg = format!(
                         "deadline of {} ms passed (the index may still be building)",
-                        self.settings.deadline_ms
+                        self.engine.settings().deadline_ms
                     );
                     decision.error = Some(msg.clone());
                     (None, fixed(), vec![msg])
@@ -596,14 +550,14 @@ impl App {
         }
         let tokens = retrieval
             .and_then(|r| r.tokens)
-            .unwrap_or_else(|| self.counter.count(text));
+            .unwrap_or_else(|| self.engine.counter().count(text));
         // The decision's copy of the hits is only made for a log that keeps it.
-        if self.log.is_some() {
+        if self.engine.logs() {
             if let Some(r) = retrieval {
                 decision = decision.with_retrieval(r);
             }
             decision.injected_tokens = tokens;
-            decision.tokens_exact = self.counter.is_exact();
+            decision.tokens_exact = self.engine.counter().is_exact();
             decision.elapsed_ms.insert("total".into(), ms(started));
             self.log(&decision);
         }
@@ -644,15 +598,10 @@ impl App {
         let (id, path) = (req.id.clone(), req.path.clone());
         let work = async move {
             let idx = app.index(&ws).await?;
-            let heading = app.settings.heading.clone();
-            let turn = Turn {
-                tools: None,
-                deadline: Some(started + app.deadline()),
-                ..Turn::default()
-            };
+            let turn = Turn::until(started + app.deadline());
             anyhow::Ok(
                 tokio::task::spawn_blocking(move || {
-                    tools::skill_read_any(&idx, &app.remote, &id, path.as_deref(), &heading, &turn)
+                    app.engine.skill_read(&idx, &id, path.as_deref(), &turn)
                 })
                 .await?,
             )
@@ -682,10 +631,13 @@ impl App {
 
     /// Which tools this turn shows, from the skills its query matches.
     async fn plan(self: &Arc<Self>, req: PlanReq) -> Result<Value, ApiError> {
-        use skillsearch_core::plan::{self, Matched};
+        use skillsearch_core::plan;
         let started = Instant::now();
         let roots = self.roots(&req.workspace, &req.skills)?;
-        let top_k = req.top_k.unwrap_or(self.settings.top_k).clamp(1, 50);
+        let top_k = req
+            .top_k
+            .unwrap_or(self.engine.settings().top_k)
+            .clamp(1, 50);
         let query: String = req.query.chars().take(MAX_QUERY_CHARS).collect();
         let (tools, tool_diags) = if req.tools.is_null() {
             (Vec::new(), Vec::new())
@@ -698,52 +650,13 @@ impl App {
         let given = req.matched.clone();
         let work = async move {
             let idx = app.index(&ws).await?;
-            let app2 = app.clone();
             tokio::task::spawn_blocking(move || {
-                let managed = idx.managed_plugins(&app2.gate)?;
-                let (metas, ids): (Vec<(String, SkillMeta)>, Vec<String>) = match given {
-                    Some(given) => {
-                        let wanted: std::collections::BTreeSet<&str> = given
-                            .iter()
-                            .map(|id| id.strip_prefix("local/").unwrap_or(id))
-                            .collect();
-                        let mut metas: Vec<(String, SkillMeta)> = Vec::new();
-                        for (_, skills) in idx.activations()? {
-                            for (id, meta) in skills {
-                                if wanted.contains(id.as_str())
-                                    && app2.gate.check(&meta).is_ok()
-                                    && !metas.iter().any(|(m, _)| *m == id)
-                                {
-                                    metas.push((id, meta));
-                                }
-                            }
-                        }
-                        (metas, given)
-                    }
-                    None => {
-                        let hits = idx
-                            .search(&q, &options(&app2.settings, None, top_k), &app2.gate)?
-                            .hits;
-                        let ids = hits.iter().map(|h| h.qualified_id.clone()).collect();
-                        (
-                            hits.into_iter().map(|h| (h.qualified_id, h.meta)).collect(),
-                            ids,
-                        )
-                    }
+                let from = match &given {
+                    Some(given) => PlanFrom::Given(given),
+                    None => PlanFrom::Prompt { query: &q, top_k },
                 };
-                let matched: Vec<Matched<'_>> = metas
-                    .iter()
-                    .map(|(id, meta)| Matched { id, meta })
-                    .collect();
-                let p = plan::plan(
-                    &matched,
-                    &managed,
-                    &[],
-                    &tools,
-                    &app2.inventory,
-                    &app2.counter,
-                );
-                anyhow::Ok((p, ids))
+                let answer = app.engine.plan(&idx, from, &tools)?;
+                anyhow::Ok((answer.plan, answer.matched))
             })
             .await?
         };
@@ -768,7 +681,7 @@ impl App {
             }
         };
         p.diagnostics.extend(tool_diags);
-        decision.tools = Some(skillsearch_core::decision_log::LoggedTools {
+        decision.tools = Some(skillsearch_core::turn::decision_log::LoggedTools {
             visible: p.visible_tools.clone(),
             hidden: p.hidden_tools.clone(),
             activated_plugins: p.activated_plugins.clone(),
@@ -806,16 +719,18 @@ impl App {
     /// The tools a host plugin offers in `on_demand` mode (none in `auto`), with the exact
     /// names, descriptions and schemas every other surface uses.
     fn tools(&self) -> Value {
-        let tools = match self.settings.mode {
+        let mode = self.engine.settings().mode;
+        let tools = match mode {
             Mode::OnDemand => tools::function_schemas(),
             Mode::Auto => Vec::new(),
         };
-        json!({"mode": self.settings.mode.as_str(), "tools": tools})
+        json!({"mode": mode.as_str(), "tools": tools})
     }
 
     fn health(&self) -> Value {
         let n = self.workspaces.lock().map(|m| m.len()).unwrap_or(0);
-        json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": self.settings.mode.as_str(), "retriever": self.settings.retriever.as_str(), "semantic": self.embedding.status(), "remote": self.remote.summary()})
+        let s = self.engine.settings();
+        json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": s.mode.as_str(), "retriever": s.retriever.as_str(), "semantic": self.embedding.status(), "remote": self.engine.remote().summary()})
     }
 
     fn authorised(&self, headers: &HeaderMap) -> Result<(), ApiError> {
@@ -839,10 +754,6 @@ impl App {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn ms(t: Instant) -> f64 {
-    (t.elapsed().as_secs_f64() * 1e6).round() / 1e3
 }
 
 /// Whether a file-system event under a root can change what the index holds. Opening and
@@ -1078,46 +989,26 @@ pub fn run(
             "refusing to listen on {listen} without --token: only loopback addresses may be served without one"
         );
     }
-    let log = settings
-        .log_path
-        .as_ref()
-        .map(|p| DecisionLog::new(p, settings.log_max_bytes));
-    let inventory = skillsearch_core::plan::Inventory::load(&settings.plugins);
+    let engine = Engine::new(&settings, &home);
     let embedding = crate::embedding::Background::start(&home, &settings);
-    let remote = Remote::from_settings(&settings, &home);
-    let inline = runs_inline(&settings, &remote);
-    for d in &inventory.diagnostics {
+    let inline = runs_inline(&settings, engine.remote());
+    for d in &engine.inventory().diagnostics {
         tracing::warn!(target: "serve", "{d}");
     }
     let app = Arc::new(App {
-        render: RenderOptions {
-            heading: settings.heading.clone(),
-            token_budget: settings.token_budget,
-            plugin_dirs: inventory
-                .plugins
-                .values()
-                .map(|p| (p.id.clone(), p.dir.clone()))
-                .collect(),
-            relevance_guard: true,
-        },
+        engine,
         cache: Mutex::new(answer_cache()),
-        inventory,
         home,
-        settings,
         workspaces: Mutex::new(HashMap::new()),
-        counter: TokenCounter::new(),
-        gate: GateEnv::from_process(),
         token,
-        log,
         embedding,
-        remote,
         inline,
         queue: Arc::default(),
     });
     {
         // Load the BPE tables in the background so the first request does not pay for them.
         let app = app.clone();
-        std::thread::spawn(move || app.counter.count("warm up"));
+        std::thread::spawn(move || app.engine.counter().count("warm up"));
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

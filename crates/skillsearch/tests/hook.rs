@@ -94,7 +94,7 @@ fn auto_mode_injects_the_block_as_reference_data() {
         .as_str()
         .unwrap();
     assert!(
-        ctx.starts_with(skillsearch_core::deliver::CONTEXT_PREAMBLE),
+        ctx.starts_with(skillsearch_core::turn::CONTEXT_PREAMBLE),
         "{ctx}"
     );
     assert!(

@@ -124,7 +124,7 @@ fn retrieve_search_read_health_and_modes() {
     assert_eq!(st, 200, "{v}");
     let text = v["text"].as_str().unwrap();
     assert!(
-        text.starts_with(skillsearch_core::deliver::CONTEXT_PREAMBLE) && text.contains("PARSNIP"),
+        text.starts_with(skillsearch_core::turn::CONTEXT_PREAMBLE) && text.contains("PARSNIP"),
         "{v}"
     );
     assert_eq!(v["hits"][0]["id"], "local/pdf-tables");

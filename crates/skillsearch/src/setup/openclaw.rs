@@ -64,7 +64,7 @@ pub fn manifest() -> Value {
         "name": "skillsearch",
         "description": "The few skills and plugin tools each turn needs, found by a warm local engine",
         "kind": "context-engine",
-        "contracts": {"tools": [skillsearch_core::tools::SKILL_SEARCH, skillsearch_core::tools::SKILL_READ]},
+        "contracts": {"tools": [skillsearch_core::turn::tools::SKILL_SEARCH, skillsearch_core::turn::tools::SKILL_READ]},
         "activation": {"onStartup": true},
         "configSchema": {"type": "object", "additionalProperties": false, "properties": props},
     })
@@ -72,7 +72,7 @@ pub fn manifest() -> Value {
 
 /// `tools.json` beside the plugin: the tool strings every host gets, from the engine's constants.
 pub fn tool_defs() -> Value {
-    skillsearch_core::tools::tool_definitions()
+    skillsearch_core::turn::tools::tool_definitions()
 }
 
 /// Where OpenClaw keeps its config and state, as OpenClaw itself resolves them.

@@ -480,7 +480,7 @@ pub fn check_roots(found: &Found, host: &str) -> Check {
 
 /// `deadline`: skillsearch's `deadline_ms` finishes inside the host's hook timeout.
 pub fn check_deadline(home: &Path, timeout_s: Option<u64>) -> Check {
-    let s = match crate::cli::settings(home, None, crate::cli::Flags::default()) {
+    let s = match crate::context::settings(home, None, crate::context::Flags::default()) {
         Ok(s) => s,
         Err(e) => {
             return Check::fail(

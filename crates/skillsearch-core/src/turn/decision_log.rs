@@ -3,7 +3,7 @@
 //! single `write` calls on an `O_APPEND` file, so concurrent hook processes do not interleave
 //! lines; the file is rotated (one previous file kept) when it passes its size limit.
 
-use crate::deliver::Retrieval;
+use crate::turn::Retrieval;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use std::io::Write;

@@ -2,14 +2,12 @@
 //! descriptions, input schemas and every fixed reply. A model reads each of these strings, so
 //! each is one constant pinned by a golden test, and every host gets the same text.
 
-use crate::deliver::{self, RenderOptions};
-use crate::gate::GateEnv;
+use super::render::{self, RenderSkill};
+use super::{Engine, Retrieval, Turn, pipeline};
+use crate::corpus;
 use crate::index::SkillIndex;
-use crate::remote::{Remote, Turn};
-use crate::render::{self, RenderSkill};
-use crate::search::SearchOptions;
+use crate::remote::Remote;
 use crate::tokens::TokenCounter;
-use crate::{corpus, deliver::Retrieval};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::{Component, Path};
@@ -113,35 +111,26 @@ pub fn function_schemas() -> Vec<Value> {
 }
 
 /// The text a `skill_search` call returns, and the retrieval behind it (for the decision log).
-#[allow(clippy::too_many_arguments)]
-pub fn skill_search(
+pub(super) fn skill_search(
+    engine: &Engine,
     index: &SkillIndex,
     query: &str,
-    opts: &SearchOptions,
-    gate: &GateEnv,
-    render_opts: &RenderOptions,
-    counter: &TokenCounter,
-    remote: &Remote,
     turn: &Turn,
 ) -> (String, Option<Retrieval>) {
     if query.trim().is_empty() {
         return (EMPTY_QUERY_REPLY.to_owned(), None);
     }
-    // The model asked: give it the best matches, however weak; it judges them.
-    let ro = RenderOptions {
-        relevance_guard: false,
-        ..render_opts.clone()
-    };
-    match deliver::retrieve_turn(
+    // The model asked: give it the best matches, however weak (no relevance guard); it judges
+    // them.
+    let opts = engine.search_options(turn.top_k);
+    match pipeline::run(
+        engine,
         index,
         query,
-        opts,
-        gate,
-        &ro,
-        counter,
-        &deliver::no_more,
-        remote,
+        &opts,
         turn,
+        false,
+        &|_| Ok(Vec::new()),
     ) {
         Ok(r) if r.text.is_empty() => (miss_reply(query), Some(r)),
         Ok(r) => (r.text.clone(), Some(r)),
@@ -153,7 +142,7 @@ pub fn skill_search(
 }
 
 /// The text a `skill_read` call returns. Never fails: problems are fixed replies.
-pub fn skill_read(index: &SkillIndex, id: &str, path: Option<&str>, heading: &str) -> String {
+fn skill_read(index: &SkillIndex, id: &str, path: Option<&str>, heading: &str) -> String {
     let id = id.trim();
     if id.is_empty() {
         return EMPTY_ID_REPLY.to_owned();
@@ -178,7 +167,7 @@ pub fn skill_read(index: &SkillIndex, id: &str, path: Option<&str>, heading: &st
 
 /// [`skill_read`] for any id a `skill_search` may have returned: a hub skill (`hub/<id>`) is
 /// read from its installed bundle, installed first when the cache does not hold it yet.
-pub fn skill_read_any(
+pub(super) fn skill_read_any(
     index: &SkillIndex,
     remote: &Remote,
     id: &str,

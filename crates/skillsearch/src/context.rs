@@ -1,0 +1,112 @@
+//! What every surface of the binary starts from: the home directory, the layered settings
+//! (defaults < config file < `SKILLSEARCH_*` environment < flags), the skill roots they name,
+//! and opening the index. The CLI, the hook, the MCP server, the daemon and setup all use these;
+//! none of them reaches into another surface.
+
+use anyhow::{Context, Result};
+use skillsearch_core::Roots;
+use skillsearch_core::config::{self, Settings};
+use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
+use std::path::{Path, PathBuf};
+
+/// `--home`, else `SKILLSEARCH_HOME`, else `~/.skillsearch`.
+pub(crate) fn home_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(h) = flag {
+        return Ok(h);
+    }
+    if let Some(h) = std::env::var_os("SKILLSEARCH_HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(h));
+    }
+    let user = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .context("neither SKILLSEARCH_HOME nor HOME is set; pass --home DIR")?;
+    Ok(PathBuf::from(user).join(".skillsearch"))
+}
+
+/// Config flags given on the command line, as (key, raw value) for the flag layer.
+#[derive(Default)]
+pub(crate) struct Flags(Vec<(String, String)>);
+
+impl Flags {
+    /// A path-list key from a repeated flag (one path per line in the flag layer).
+    pub(crate) fn paths(mut self, key: &str, dirs: &[PathBuf]) -> Self {
+        if !dirs.is_empty() {
+            let joined = dirs
+                .iter()
+                .map(|p| p.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("\n");
+            self.0.push((key.into(), joined));
+        }
+        self
+    }
+
+    /// A key set when the flag was given.
+    pub(crate) fn set<T: ToString>(mut self, key: &str, v: Option<T>) -> Self {
+        if let Some(v) = v {
+            self.0.push((key.into(), v.to_string()));
+        }
+        self
+    }
+}
+
+/// Resolves defaults < config file < SKILLSEARCH_* environment < flags.
+pub(crate) fn settings(home: &Path, config: Option<PathBuf>, flags: Flags) -> Result<Settings> {
+    let explicit = config.or_else(|| {
+        std::env::var_os("SKILLSEARCH_CONFIG")
+            .filter(|c| !c.is_empty())
+            .map(PathBuf::from)
+    });
+    let file = match explicit {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            Some((path, text))
+        }
+        None => {
+            let path = home.join("config.toml");
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Some((path, text)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("cannot read config file {}", path.display()));
+                }
+            }
+        }
+    };
+    let layers = config::Layers {
+        file,
+        env: std::env::vars().collect(),
+        flags: flags.0,
+    };
+    let mut s = config::resolve(&layers)?;
+    if s.log_path
+        .as_ref()
+        .is_some_and(|p| p.as_os_str().is_empty())
+    {
+        s.log_path = Some(home.join("logs").join("decisions.jsonl"));
+    }
+    Ok(s)
+}
+
+/// The skill roots the settings name: explicit ones, or OpenClaw's defaults for the workspace
+/// (the current directory when none is set).
+pub(crate) fn roots_of(s: &Settings) -> Result<Roots> {
+    if !s.skills.is_empty() {
+        return Ok(Roots::explicit(s.skills.iter().cloned()));
+    }
+    let ws = match &s.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    Ok(Roots::openclaw(&ws, home.as_deref(), &[]))
+}
+
+/// Opens the index without a progress bar or warnings (for surfaces that answer a host).
+pub(crate) fn open_index(home: &Path, roots: &Roots, refresh: Refresh) -> Result<SkillIndex> {
+    let (idx, _) = SkillIndex::open(roots, &IndexConfig::new(home), refresh, &|_| {})
+        .with_context(|| format!("cannot open the skill index under {}", home.display()))?;
+    Ok(idx)
+}
