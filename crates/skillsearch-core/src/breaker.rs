@@ -85,7 +85,7 @@ impl Breaker {
             return;
         };
         s.failures = s.failures.saturating_add(1);
-        s.last_error = crate::llm::prefix_chars(error, 200).to_owned();
+        s.last_error = crate::tokens::prefix_chars(error, 200).to_owned();
         if s.trial {
             s.trial = false;
             s.cool_down = (s.cool_down * 2).min(MAX_COOL_DOWN);

@@ -177,7 +177,7 @@ pub const KEYS: &[KeyDef] = &[
     KeyDef {
         name: "retriever",
         env: "SKILLSEARCH_RETRIEVER",
-        kind: Kind::Enum(&crate::search::Retriever::ALL),
+        kind: Kind::Enum(&Retriever::ALL),
         default: "\"hybrid\"",
         doc: "Ranking: lexical (BM25), semantic (sentence vectors) or hybrid (both, fused by weighted reciprocal rank). Semantic and hybrid need a sentence model; without one, and in the per-turn hook, retrieval is lexical.",
     },
@@ -519,7 +519,7 @@ pub struct Settings {
     pub name_weight: f32,
     pub description_weight: f32,
     pub body_weight: f32,
-    pub retriever: crate::search::Retriever,
+    pub retriever: Retriever,
     /// `None`: look under `<home>/models/`.
     pub embedding_model_dir: Option<PathBuf>,
     pub rrf_k: f32,
@@ -919,7 +919,7 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         name_weight: float("name_weight"),
         description_weight: float("description_weight"),
         body_weight: float("body_weight"),
-        retriever: crate::search::Retriever::parse(&text("retriever")).unwrap_or_default(),
+        retriever: Retriever::parse(&text("retriever")).unwrap_or_default(),
         embedding_model_dir: Some(text("embedding_model_dir"))
             .filter(|w| !w.is_empty())
             .map(PathBuf::from),
@@ -1001,6 +1001,37 @@ pub fn schema() -> Value {
         "additionalProperties": false,
         "properties": props,
     })
+}
+
+/// A ranking method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Retriever {
+    Lexical,
+    Semantic,
+    #[default]
+    Hybrid,
+}
+
+impl Retriever {
+    pub const ALL: [&str; 3] = ["lexical", "semantic", "hybrid"];
+
+    pub fn parse(s: &str) -> Option<Retriever> {
+        match s {
+            "lexical" => Some(Retriever::Lexical),
+            "semantic" => Some(Retriever::Semantic),
+            "hybrid" => Some(Retriever::Hybrid),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Retriever::Lexical => "lexical",
+            Retriever::Semantic => "semantic",
+            Retriever::Hybrid => "hybrid",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1283,7 +1314,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(s.embedding_model_dir, Some(PathBuf::from("/x")));
-        assert_eq!(s.retriever, crate::search::Retriever::Semantic);
+        assert_eq!(s.retriever, Retriever::Semantic);
         let e = resolve(&file("retriever = \"hybird\"")).unwrap_err();
         assert!(e.message.contains("did you mean `hybrid`"), "{}", e.message);
         let e = resolve(&file("[embedding]\nmodel_dri = \"/x\"\n")).unwrap_err();

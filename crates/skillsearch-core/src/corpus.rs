@@ -6,6 +6,7 @@ use crate::frontmatter::{self, SkillMeta};
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -499,9 +500,63 @@ pub fn load(path: &Path, max_bytes: u64) -> LoadedSkill {
     }
 }
 
+/// Characters of the body that follow the name and description in the embedded text.
+const BODY_CHARS: usize = 600;
+/// The text embedded for a skill: its name, its description, then the start of its body
+/// without the heading and lines that only repeat the name or description.
+pub fn embed_text(meta: &SkillMeta, body: &str) -> String {
+    let name = meta.name.trim();
+    let desc = meta.description.trim();
+    let mut out = String::with_capacity(name.len() + desc.len() + BODY_CHARS + 2);
+    out.push_str(name);
+    if !desc.is_empty() {
+        out.push('\n');
+        out.push_str(desc);
+    }
+    let mut taken = 0;
+    for line in body.lines() {
+        let l = line.trim();
+        let bare = l.trim_start_matches('#').trim();
+        if l.is_empty() || bare == name || bare == desc {
+            continue;
+        }
+        if taken >= BODY_CHARS {
+            break;
+        }
+        let part: String = l.chars().take(BODY_CHARS - taken).collect();
+        taken += part.chars().count();
+        out.push('\n');
+        out.push_str(&part);
+    }
+    out
+}
+
+/// The key of an embedded text: the first 8 bytes of its SHA-256 (never 0, which marks "none").
+pub fn text_hash(text: &str) -> u64 {
+    let d = Sha256::digest(text.as_bytes());
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[..8]);
+    u64::from_le_bytes(b).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_embedded_text_skips_lines_that_repeat_the_name_or_description() {
+        let meta = SkillMeta {
+            name: "pdf".into(),
+            description: "Read PDFs.".into(),
+            ..SkillMeta::default()
+        };
+        let t = embed_text(&meta, "# pdf\n\nRead PDFs.\n\n- tables\n- forms\n");
+        assert_eq!(t, "pdf\nRead PDFs.\n- tables\n- forms");
+        let long = "x".repeat(5000);
+        assert!(embed_text(&meta, &long).chars().count() <= 3 + 1 + 10 + 1 + BODY_CHARS);
+        assert_ne!(text_hash("a"), text_hash("b"));
+        assert_ne!(text_hash(""), 0);
+    }
     use std::fs;
 
     fn skill(dir: &Path, rel: &str, text: &str) {

@@ -111,7 +111,7 @@ pub(crate) struct Fields {
     pub(crate) meta: Field,
     /// Plugin ids from `activates.plugins`, one term each.
     pub(crate) activates: Field,
-    /// The text the semantic retriever embeds ([`crate::semantic::embed_text`]), and its hash:
+    /// The text the semantic retriever embeds ([`crate::corpus::embed_text`]), and its hash:
     /// vectors are keyed by the hash, so an unchanged skill is never embedded again.
     pub(crate) etext: Field,
     pub(crate) chash: Field,
@@ -1103,8 +1103,8 @@ impl SkillIndex {
             d.add_text(f_.name_key, &loaded.meta.name);
             d.add_text(f_.description, &loaded.meta.description);
             d.add_text(f_.body, body);
-            let etext = crate::semantic::embed_text(&loaded.meta, &loaded.body);
-            d.add_u64(f_.chash, crate::semantic::text_hash(&etext));
+            let etext = crate::corpus::embed_text(&loaded.meta, &loaded.body);
+            d.add_u64(f_.chash, crate::corpus::text_hash(&etext));
             d.add_text(f_.etext, etext);
             for p in &loaded.meta.openclaw.activates_plugins {
                 d.add_text(f_.activates, p);
@@ -1117,7 +1117,7 @@ impl SkillIndex {
     /// their hashes (one per distinct hash), at most `limit`: what an embedding run would read.
     pub fn embed_texts(&self, limit: usize) -> Result<Vec<(u64, String)>> {
         let (searcher, keys) = self.snapshot()?;
-        crate::semantic::embeddable(&keys)
+        embeddable(&keys)
             .take(limit)
             .map(|k| Ok((k.chash, self.embed_text_of(&searcher, k.address)?)))
             .collect()
@@ -1258,6 +1258,13 @@ pub struct Collision {
     pub winner: PathBuf,
     pub shadowed: Vec<PathBuf>,
     pub same_root: Vec<PathBuf>,
+}
+
+/// The keys whose text gets a vector: valid documents, the first of each distinct text hash.
+pub(crate) fn embeddable(keys: &[DocKey]) -> impl Iterator<Item = &DocKey> {
+    let mut seen = std::collections::HashSet::new();
+    keys.iter()
+        .filter(move |k| k.valid && k.chash != 0 && seen.insert(k.chash))
 }
 
 #[cfg(test)]

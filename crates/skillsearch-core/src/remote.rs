@@ -1,5 +1,5 @@
 //! The parts of a turn beyond the local index (reference §1.1): the query rewrite, the remote
-//! hub, and the gate, all through the network and all fail-open. [`crate::turn`] runs them in
+//! hub, and the gate, all through the network and all fail-open. The turn pipeline runs them in
 //! the reference's order; this module holds the clients the settings configure.
 
 use crate::config::Settings;

@@ -95,36 +95,7 @@ pub struct SearchOptions {
     pub max_query_terms: usize,
 }
 
-/// A ranking method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Retriever {
-    Lexical,
-    Semantic,
-    #[default]
-    Hybrid,
-}
-
-impl Retriever {
-    pub const ALL: [&str; 3] = ["lexical", "semantic", "hybrid"];
-
-    pub fn parse(s: &str) -> Option<Retriever> {
-        match s {
-            "lexical" => Some(Retriever::Lexical),
-            "semantic" => Some(Retriever::Semantic),
-            "hybrid" => Some(Retriever::Hybrid),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Retriever::Lexical => "lexical",
-            Retriever::Semantic => "semantic",
-            Retriever::Hybrid => "hybrid",
-        }
-    }
-}
+pub use crate::config::Retriever;
 
 impl SearchOptions {
     /// The ranking the settings configure, returning `top_k` hits; the rest are defaults.

@@ -1,5 +1,5 @@
 //! The semantic retriever: one sentence vector per skill, kept beside the lexical index and
-//! keyed by the hash of the text embedded ([`embed_text`]), so an unchanged skill is never
+//! keyed by the hash of the text embedded ([`crate::corpus::embed_text`]), so an unchanged skill is never
 //! embedded twice, whichever index, root set or process asks.
 //!
 //! Vectors live in an append-only file per model, `<home>/vectors/<model>-<dim>.bin`: a 16-byte
@@ -12,13 +12,12 @@
 //! Until every valid skill has its vector, [`Semantic::search`] declines and retrieval stays
 //! lexical; long-lived processes fill the gap in the background ([`Semantic::embed_pending`]).
 
+use crate::corpus::text_hash;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
-use crate::frontmatter::SkillMeta;
 use crate::index::{DocKey, SkillIndex};
 use rayon::prelude::*;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -27,47 +26,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 const MAGIC: &[u8; 8] = b"SSVEC\x001\n";
 const HEADER: usize = 16;
-/// Characters of the body that follow the name and description in the embedded text.
-const BODY_CHARS: usize = 600;
 /// Queries whose vectors a process remembers.
 const QUERY_CACHE: usize = 512;
-
-/// The text embedded for a skill: its name, its description, then the start of its body
-/// without the heading and lines that only repeat the name or description.
-pub fn embed_text(meta: &SkillMeta, body: &str) -> String {
-    let name = meta.name.trim();
-    let desc = meta.description.trim();
-    let mut out = String::with_capacity(name.len() + desc.len() + BODY_CHARS + 2);
-    out.push_str(name);
-    if !desc.is_empty() {
-        out.push('\n');
-        out.push_str(desc);
-    }
-    let mut taken = 0;
-    for line in body.lines() {
-        let l = line.trim();
-        let bare = l.trim_start_matches('#').trim();
-        if l.is_empty() || bare == name || bare == desc {
-            continue;
-        }
-        if taken >= BODY_CHARS {
-            break;
-        }
-        let part: String = l.chars().take(BODY_CHARS - taken).collect();
-        taken += part.chars().count();
-        out.push('\n');
-        out.push_str(&part);
-    }
-    out
-}
-
-/// The key of an embedded text: the first 8 bytes of its SHA-256 (never 0, which marks "none").
-pub fn text_hash(text: &str) -> u64 {
-    let d = Sha256::digest(text.as_bytes());
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&d[..8]);
-    u64::from_le_bytes(b).max(1)
-}
 
 /// Stored vectors of one model.
 pub struct VectorStore {
@@ -422,13 +382,6 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     acc.iter().sum::<i32>() + tail
 }
 
-/// The keys whose text gets a vector: valid documents, the first of each distinct text hash.
-pub(crate) fn embeddable(keys: &[DocKey]) -> impl Iterator<Item = &DocKey> {
-    let mut seen = std::collections::HashSet::new();
-    keys.iter()
-        .filter(move |k| k.valid && k.chash != 0 && seen.insert(k.chash))
-}
-
 /// Query vectors by query text, and the order they came in (oldest evicted first).
 type QueryCache = (HashMap<String, Arc<Vec<f32>>>, VecDeque<String>);
 
@@ -534,7 +487,7 @@ impl Semantic {
     ) -> Result<usize> {
         self.store.sync()?;
         let (searcher, keys) = index.snapshot()?;
-        let todo: Vec<&DocKey> = embeddable(&keys)
+        let todo: Vec<&DocKey> = crate::index::embeddable(&keys)
             .filter(|k| !self.store.has(k.chash))
             .collect();
         let batch = batch.max(1);
@@ -702,21 +655,6 @@ impl Semantic {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_embedded_text_skips_lines_that_repeat_the_name_or_description() {
-        let meta = SkillMeta {
-            name: "pdf".into(),
-            description: "Read PDFs.".into(),
-            ..SkillMeta::default()
-        };
-        let t = embed_text(&meta, "# pdf\n\nRead PDFs.\n\n- tables\n- forms\n");
-        assert_eq!(t, "pdf\nRead PDFs.\n- tables\n- forms");
-        let long = "x".repeat(5000);
-        assert!(embed_text(&meta, &long).chars().count() <= 3 + 1 + 10 + 1 + BODY_CHARS);
-        assert_ne!(text_hash("a"), text_hash("b"));
-        assert_ne!(text_hash(""), 0);
-    }
 
     #[test]
     fn the_store_survives_reopening_a_torn_tail_and_a_foreign_file() {

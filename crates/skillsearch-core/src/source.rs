@@ -1,5 +1,5 @@
 //! Remote skill sources (reference §1.3): something that answers a query with a few hits, each
-//! with a weight for fusion with the local index. The hub ([`crate::hub::HubSource`]) is one;
+//! with a weight for fusion with the local index. The hub (`HubSource`) is one;
 //! marketplaces would be others. Plain owned data, so a caller can run sources on threads.
 
 use crate::error::Result;

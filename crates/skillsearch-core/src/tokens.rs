@@ -144,6 +144,14 @@ pub fn openclaw_catalog_chars<'a>(
             .sum::<usize>()
 }
 
+/// Characters of `s`, at most `n`, cut on a character boundary.
+pub(crate) fn prefix_chars(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

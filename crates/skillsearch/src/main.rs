@@ -11,10 +11,7 @@ mod context;
 mod embedding;
 mod hook;
 mod mcp;
-mod mcp_skills;
 mod output;
-mod reply;
-mod run_queue;
 mod serve;
 mod setup;
 

@@ -1,7 +1,8 @@
 //! The skill gate: the model sees the user's task and the retrieved candidates and picks at most
 //! `max_select` of them, or none. Any failure keeps the first `max_select` candidates.
 
-use super::{ChatClient, extract_json_object, prefix_chars};
+use super::{ChatClient, extract_json_object};
+use crate::tokens::prefix_chars;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::fmt::Write as _;

@@ -31,14 +31,6 @@ const MAX_REPLY_BYTES: u64 = 256 << 20;
 /// Most tokens a chat reply may take (reasoning models spend many before the JSON).
 pub const MAX_TOKENS: u32 = 8192;
 
-/// Characters of `s`, at most `n`, cut on a character boundary.
-pub(crate) fn prefix_chars(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
-
 /// One reusable HTTP agent; the deadline is set per request.
 pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
@@ -123,13 +115,16 @@ fn post_json_unguarded(
             message: format!(
                 "HTTP {}: {}",
                 status.as_u16(),
-                prefix_chars(text.trim(), 300)
+                crate::tokens::prefix_chars(text.trim(), 300)
             ),
         });
     }
     serde_json::from_str(&text).map_err(|e| Error::Reply {
         url: url.to_owned(),
-        message: format!("not JSON ({e}): {:?}", prefix_chars(text.trim(), 200)),
+        message: format!(
+            "not JSON ({e}): {:?}",
+            crate::tokens::prefix_chars(text.trim(), 200)
+        ),
     })
 }
 
@@ -241,7 +236,10 @@ impl ChatClient {
                 .get("message")
                 .and_then(Value::as_str)
                 .map_or_else(|| e.to_string(), str::to_owned);
-            return Err(bad(format!("provider error: {}", prefix_chars(&msg, 300))));
+            return Err(bad(format!(
+                "provider error: {}",
+                crate::tokens::prefix_chars(&msg, 300)
+            )));
         }
         let choice = reply
             .get("choices")

@@ -1,7 +1,8 @@
 //! The query rewrite: the model turns a chatty user message into a retrieval query. It never
 //! vetoes retrieval and never fails the turn: any problem means "search the raw query".
 
-use super::{ChatClient, extract_json_object, prefix_chars};
+use super::{ChatClient, extract_json_object};
+use crate::tokens::prefix_chars;
 use std::time::{Duration, Instant};
 
 /// Most characters of the (trimmed) query sent to the model.

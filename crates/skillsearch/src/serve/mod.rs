@@ -7,9 +7,10 @@
 //! watcher (or, where watching is impossible, every `refresh_ms`). Every request has the
 //! whole-turn deadline and a failure is an empty, well-formed answer with a diagnostic.
 
+mod reply;
+mod run_queue;
+
 use crate::context::{open_index, roots_of};
-use crate::reply::{RetrieveReply, Text};
-use crate::run_queue::RunQueue;
 use anyhow::{Context, bail};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, State};
@@ -17,6 +18,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use reply::{RetrieveReply, Text};
+use run_queue::RunQueue;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use skillsearch_core::config::{Mode, Settings};

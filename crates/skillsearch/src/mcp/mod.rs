@@ -11,8 +11,9 @@
 //! whole-turn deadline. A slow or broken index costs a call its skills (a fixed reply), never
 //! a protocol error.
 
+mod skills;
+
 use crate::context::{open_index, roots_of};
-use crate::mcp_skills::{self, Catalogue};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
     GetSkillRequestParams, GetSkillResult, Implementation, ListResourcesResult, ListSkillsResult,
@@ -23,6 +24,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
+use skills::Catalogue;
 use skillsearch_core::config::{Mode, Settings};
 use skillsearch_core::index::{Refresh, SkillIndex};
 use skillsearch_core::turn::decision_log::Decision;
@@ -250,7 +252,7 @@ impl ServerHandler for SkillServer {
         let cursor = request.and_then(|r| r.cursor);
         self.with_catalogue(move |cat| {
             let (page, next) = cat.page(cursor.as_deref())?;
-            let mut result = ListSkillsResult::with_all_items(mcp_skills::skills(page));
+            let mut result = ListSkillsResult::with_all_items(skills::skills(page));
             result.next_cursor = next;
             Ok(result)
         })
@@ -265,12 +267,12 @@ impl ServerHandler for SkillServer {
         let uri = request.uri;
         self.with_catalogue(move |cat| {
             let unknown = || McpError::invalid_params(format!("unknown skill {uri}"), None);
-            let target = mcp_skills::parse_uri(&uri)?.ok_or_else(unknown)?;
+            let target = skills::parse_uri(&uri)?.ok_or_else(unknown)?;
             let entry = cat
                 .get(&target.name)
                 .filter(|e| e.uri == uri)
                 .ok_or_else(unknown)?;
-            let skill = mcp_skills::skill(entry).map_err(|why| {
+            let skill = skills::skill(entry).map_err(|why| {
                 McpError::invalid_params(format!("skill {uri} cannot be served: {why}"), None)
             })?;
             Ok(GetSkillResult::new(skill))
@@ -286,8 +288,7 @@ impl ServerHandler for SkillServer {
         let cursor = request.and_then(|r| r.cursor);
         self.with_catalogue(move |cat| {
             let (page, next) = cat.page(cursor.as_deref())?;
-            let mut result =
-                ListResourcesResult::with_all_items(mcp_skills::skill_md_resources(page));
+            let mut result = ListResourcesResult::with_all_items(skills::skill_md_resources(page));
             result.next_cursor = next;
             Ok(result)
         })
@@ -301,7 +302,7 @@ impl ServerHandler for SkillServer {
     ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri;
         self.with_catalogue(move |cat| {
-            let contents = mcp_skills::read(cat, &uri)?;
+            let contents = skills::read(cat, &uri)?;
             Ok(ReadResourceResult::new(vec![contents]).into())
         })
         .await
@@ -315,7 +316,7 @@ impl ServerHandler for SkillServer {
         let uri = request.uri;
         self.with_catalogue(move |cat| {
             Ok(ReadResourceDirectoryResult::with_all_items(
-                mcp_skills::read_directory(cat, &uri)?,
+                skills::read_directory(cat, &uri)?,
             ))
         })
         .await
