@@ -9,7 +9,7 @@ use skillsearch_core::embed::{Embedder, LocalEmbedder};
 use skillsearch_core::eval::percentile;
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::search::{Retriever, SearchOptions};
-use skillsearch_core::semantic::Semantic;
+use skillsearch_core::semantic::{Semantic, SemanticSlot};
 use skillsearch_core::{GateEnv, Roots, corpus};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -227,7 +227,7 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
         })?;
     }
     r.vectors_add_ms = ms(t.elapsed());
-    idx.attach_semantic(sem.clone());
+    let slot = SemanticSlot::with(sem.clone());
     if !sem.coverage(&idx)?.complete() {
         bail!("some skills still have no vector");
     }
@@ -262,7 +262,7 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
     };
     // Warm-up: the matrix is built and the model's first-call costs are paid.
     for q in ["warm up the model", "another warm up"] {
-        idx.search(q, &opts(Retriever::Hybrid), &gate)?;
+        idx.search_with(q, &opts(Retriever::Hybrid), &gate, Some(&slot))?;
     }
 
     let mut lat = Vec::new();
@@ -288,7 +288,7 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
         let mut lat = Vec::with_capacity(set.len());
         for q in set {
             let t = Instant::now();
-            let res = idx.search(q, &o, &gate)?;
+            let res = idx.search_with(q, &o, &gate, Some(&slot))?;
             lat.push(ms(t.elapsed()));
             if retriever != Retriever::Lexical && !res.retrievers.contains(&"semantic") {
                 bail!(

@@ -195,11 +195,6 @@ pub struct SkillIndex {
     state: std::sync::Mutex<State>,
     /// Document keys, with the searcher generation they were read from.
     keys: std::sync::Mutex<Option<(u64, std::sync::Arc<Vec<DocKey>>)>>,
-    /// The semantic retriever, once a long-lived caller attached one.
-    semantic: std::sync::RwLock<Option<std::sync::Arc<crate::semantic::Semantic>>>,
-    /// Why no semantic retriever is attached (no model, an endpoint that failed its probe),
-    /// for the note a search adds when it answers lexically instead.
-    semantic_off: std::sync::RwLock<Option<String>>,
     /// Searches running on this index now (see [`SkillIndex::may_split`]).
     searching: std::sync::atomic::AtomicUsize,
     /// Whether searches may split their work at all (see [`SkillIndex::set_split`]).
@@ -431,8 +426,6 @@ impl SkillIndex {
             f,
             state: std::sync::Mutex::new(state),
             keys: Default::default(),
-            semantic: Default::default(),
-            semantic_off: Default::default(),
             searching: Default::default(),
             split: std::sync::atomic::AtomicBool::new(true),
             bodies: std::sync::Mutex::new(Bodies::new(BODY_CACHE_BYTES)),
@@ -581,32 +574,6 @@ impl SkillIndex {
             }
         }
         Ok(managed)
-    }
-
-    /// Makes hybrid and semantic retrieval available to [`SkillIndex::search`].
-    pub fn attach_semantic(&self, semantic: std::sync::Arc<crate::semantic::Semantic>) {
-        if let Ok(mut s) = self.semantic.write() {
-            *s = Some(semantic);
-        }
-        self.set_semantic_off(None);
-    }
-
-    /// The attached semantic retriever.
-    pub fn semantic(&self) -> Option<std::sync::Arc<crate::semantic::Semantic>> {
-        self.semantic.read().ok().and_then(|s| s.clone())
-    }
-
-    /// Records why no semantic retriever is attached (`None`: forget it). A search that wanted
-    /// one then says this in its notes instead of the generic "no sentence model loaded".
-    pub fn set_semantic_off(&self, why: Option<String>) {
-        if let Ok(mut s) = self.semantic_off.write() {
-            *s = why;
-        }
-    }
-
-    /// Why no semantic retriever is attached, when a caller said so.
-    pub fn semantic_off(&self) -> Option<String> {
-        self.semantic_off.read().ok().and_then(|s| s.clone())
     }
 
     /// Changes whenever a refresh commits: answers computed for one generation stay valid

@@ -7,6 +7,7 @@ use crate::frontmatter::SkillMeta;
 use crate::gate::{Exclusion, GateEnv};
 use crate::index::{SegmentColumns, SkillIndex};
 use crate::maxscore::{self, TermPostings};
+use crate::semantic::SemanticSlot;
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -78,8 +79,8 @@ pub struct SearchOptions {
     pub body_stopword_df: f32,
     /// ...once the corpus has at least this many documents.
     pub stopword_min_docs: u64,
-    /// Which retrievers rank. Hybrid and semantic need a semantic retriever attached to the
-    /// index ([`SkillIndex::attach_semantic`]) with every skill embedded; until then the
+    /// Which retrievers rank. Hybrid and semantic need a semantic retriever
+    /// ([`SkillIndex::search_with`]) with every skill embedded; until then the
     /// lexical one answers alone and [`SearchResult::notes`] says why.
     pub retriever: Retriever,
     /// The fusion constant `k` of `w / (k + rank)`.
@@ -248,25 +249,40 @@ fn semantic_failed(e: impl std::fmt::Display) -> String {
 }
 
 impl SkillIndex {
-    /// Answers `query`. An empty query returns no hits, not an error; so does an all-stopword
-    /// one unless the semantic retriever runs.
+    /// Answers `query` lexically (hybrid and semantic ranking need a [`SemanticSlot`]: see
+    /// [`SkillIndex::search_with`]). An empty query returns no hits, not an error; so does an
+    /// all-stopword one.
     pub fn search(
         &self,
         query: &str,
         opts: &SearchOptions,
         gate: &GateEnv,
     ) -> Result<SearchResult> {
-        let _searching = self.searching();
-        self.search_counted(query, opts, gate)
+        self.search_with(query, opts, gate, None)
     }
 
-    /// [`SkillIndex::search`] for a caller that already counts itself as searching (a whole
-    /// turn, see [`SkillIndex::may_split`]).
+    /// [`SkillIndex::search`] with the process's semantic retriever, when it has one: the
+    /// retrievers `opts` asks for rank (lexical alone when the slot is empty or this index's
+    /// vectors are not complete yet; [`SearchResult::notes`] says why).
+    pub fn search_with(
+        &self,
+        query: &str,
+        opts: &SearchOptions,
+        gate: &GateEnv,
+        semantic: Option<&SemanticSlot>,
+    ) -> Result<SearchResult> {
+        let _searching = self.searching();
+        self.search_counted(query, opts, gate, semantic)
+    }
+
+    /// [`SkillIndex::search_with`] for a caller that already counts itself as searching (a
+    /// whole turn, see [`SkillIndex::may_split`]).
     pub(crate) fn search_counted(
         &self,
         query: &str,
         opts: &SearchOptions,
         gate: &GateEnv,
+        semantic_given: Option<&SemanticSlot>,
     ) -> Result<SearchResult> {
         let searcher = self.searcher();
         let n_docs = searcher.num_docs();
@@ -331,9 +347,13 @@ impl SkillIndex {
             clauses.extend(term_clauses);
         }
         let want_semantic = opts.retriever != Retriever::Lexical && !query.trim().is_empty();
-        let semantic = if want_semantic { self.semantic() } else { None };
+        let semantic = if want_semantic {
+            semantic_given.and_then(SemanticSlot::get)
+        } else {
+            None
+        };
         if want_semantic && semantic.is_none() {
-            result.notes.push(match self.semantic_off() {
+            result.notes.push(match semantic_given.and_then(SemanticSlot::off) {
                 Some(why) => format!("semantic retrieval is off: {why}"),
                 None => "semantic retrieval is off in this process (no sentence model loaded): lexical only".into(),
             });

@@ -382,6 +382,50 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     acc.iter().sum::<i32>() + tail
 }
 
+/// The semantic retriever a process ranks with, or why it has none. One per process (as
+/// the turn engine holds it), shared by every index it searches: vectors are keyed by text,
+/// not by index. Whoever loads the embedder fills it; a search that wants semantic ranking reads
+/// it once.
+#[derive(Default)]
+pub struct SemanticSlot {
+    state: RwLock<(Option<Arc<Semantic>>, Option<String>)>,
+}
+
+impl SemanticSlot {
+    /// A slot holding `semantic`.
+    pub fn with(semantic: Arc<Semantic>) -> SemanticSlot {
+        let slot = SemanticSlot::default();
+        slot.attach(semantic);
+        slot
+    }
+
+    /// Makes hybrid and semantic retrieval available to searches given this slot.
+    pub fn attach(&self, semantic: Arc<Semantic>) {
+        if let Ok(mut s) = self.state.write() {
+            *s = (Some(semantic), None);
+        }
+    }
+
+    /// Records why there is no semantic retriever (`None`: forget it); it stays detached. A
+    /// search that wanted one says this in its notes instead of the generic "no sentence model
+    /// loaded".
+    pub fn set_off(&self, why: Option<String>) {
+        if let Ok(mut s) = self.state.write() {
+            *s = (None, why);
+        }
+    }
+
+    /// The attached semantic retriever.
+    pub fn get(&self) -> Option<Arc<Semantic>> {
+        self.state.read().ok().and_then(|s| s.0.clone())
+    }
+
+    /// Why no semantic retriever is attached, when someone said so.
+    pub fn off(&self) -> Option<String> {
+        self.state.read().ok().and_then(|s| s.1.clone())
+    }
+}
+
 /// Query vectors by query text, and the order they came in (oldest evicted first).
 type QueryCache = (HashMap<String, Arc<Vec<f32>>>, VecDeque<String>);
 

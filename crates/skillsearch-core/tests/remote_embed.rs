@@ -9,7 +9,7 @@ use skillsearch_core::embed::Embedder;
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::llm::RemoteEmbedder;
 use skillsearch_core::search::{Retriever, SearchResult};
-use skillsearch_core::semantic::Semantic;
+use skillsearch_core::semantic::{Semantic, SemanticSlot};
 use skillsearch_core::{GateEnv, Roots, SearchOptions};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,8 @@ struct Corpus {
     _tmp: tempfile::TempDir,
     home: PathBuf,
     idx: SkillIndex,
+    /// The process's semantic retriever, as an engine holds it.
+    slot: SemanticSlot,
 }
 
 fn corpus() -> Corpus {
@@ -76,6 +78,7 @@ fn corpus() -> Corpus {
         _tmp: tmp,
         home,
         idx,
+        slot: SemanticSlot::default(),
     }
 }
 
@@ -91,13 +94,15 @@ fn remote(base: &str, dim: Option<usize>, timeout: Duration) -> RemoteEmbedder {
     .unwrap()
 }
 
-fn search(idx: &SkillIndex, q: &str, r: Retriever) -> SearchResult {
+fn search(c: &Corpus, q: &str, r: Retriever) -> SearchResult {
     let opts = SearchOptions {
         top_k: 3,
         retriever: r,
         ..SearchOptions::default()
     };
-    idx.search(q, &opts, &GateEnv::allow_all()).unwrap()
+    c.idx
+        .search_with(q, &opts, &GateEnv::allow_all(), Some(&c.slot))
+        .unwrap()
 }
 
 /// Embeds the corpus through a well-behaved fake endpoint (the vectors land in the store under
@@ -121,9 +126,9 @@ fn remote_embed_happy_path_runs_hybrid_retrieval() {
     assert_eq!(emb.probe().unwrap(), BOW_DIM);
     let sem = Arc::new(Semantic::new(&c.home, Arc::new(emb)).unwrap());
     assert_eq!(sem.model(), "remote:emb");
-    c.idx.attach_semantic(sem.clone());
+    c.slot.attach(sem.clone());
     // Attached, nothing embedded yet: lexical, and the note gives the coverage.
-    let r = search(&c.idx, QUERY, Retriever::Hybrid);
+    let r = search(&c, QUERY, Retriever::Hybrid);
     assert_eq!(r.retrievers, ["lexical"]);
     assert!(
         r.notes[0].contains("0 of 4 skills embedded"),
@@ -135,11 +140,11 @@ fn remote_embed_happy_path_runs_hybrid_retrieval() {
         .embed_pending(&c.idx, 2, &AtomicBool::new(false), &|_, _| {})
         .unwrap();
     assert_eq!(n, 4);
-    let r = search(&c.idx, QUERY, Retriever::Hybrid);
+    let r = search(&c, QUERY, Retriever::Hybrid);
     assert_eq!(r.retrievers, ["lexical", "semantic"], "{:?}", r.notes);
     assert!(r.notes.is_empty(), "{:?}", r.notes);
     assert_eq!(r.hits[0].id, "transcribe");
-    let r = search(&c.idx, QUERY, Retriever::Semantic);
+    let r = search(&c, QUERY, Retriever::Semantic);
     assert_eq!(r.retrievers, ["semantic"]);
     assert_eq!(r.hits[0].id, "transcribe");
     // The query went to the endpoint once (the second search used the remembered vector):
@@ -164,9 +169,9 @@ fn faulty_search(
         remote(base, Some(BOW_DIM), Duration::from_secs(10)).with_query_timeout(query_timeout);
     let sem = Semantic::new(&c.home, Arc::new(emb)).unwrap();
     assert!(sem.coverage(&c.idx).unwrap().complete());
-    c.idx.attach_semantic(Arc::new(sem));
+    c.slot.attach(Arc::new(sem));
     let started = Instant::now();
-    let r = search(&c.idx, QUERY, retriever);
+    let r = search(&c, QUERY, retriever);
     let took = started.elapsed();
     // The search answered, lexically.
     assert_eq!(r.retrievers, ["lexical"], "{:?}", r.notes);
@@ -291,12 +296,12 @@ fn remote_embed_failed_query_is_not_remembered() {
     });
     let emb = remote(&fake.base, Some(BOW_DIM), Duration::from_secs(5));
     assert_eq!(emb.dim(), BOW_DIM);
-    c.idx
-        .attach_semantic(Arc::new(Semantic::new(&c.home, Arc::new(emb)).unwrap()));
-    let r = search(&c.idx, QUERY, Retriever::Hybrid);
+    c.slot
+        .attach(Arc::new(Semantic::new(&c.home, Arc::new(emb)).unwrap()));
+    let r = search(&c, QUERY, Retriever::Hybrid);
     assert_eq!(r.retrievers, ["lexical"]);
     assert!(r.notes[0].contains("HTTP 503"), "{:?}", r.notes);
-    let r = search(&c.idx, QUERY, Retriever::Hybrid);
+    let r = search(&c, QUERY, Retriever::Hybrid);
     assert_eq!(r.retrievers, ["lexical", "semantic"], "{:?}", r.notes);
     assert!(r.notes.is_empty());
 }
@@ -304,10 +309,10 @@ fn remote_embed_failed_query_is_not_remembered() {
 #[test]
 fn remote_embed_off_reason_is_the_note_until_a_retriever_is_attached() {
     let c = corpus();
-    c.idx.set_semantic_off(Some(
+    c.slot.set_off(Some(
         "embeddings endpoint http://x/v1/embeddings failed: boom".into(),
     ));
-    let r = search(&c.idx, QUERY, Retriever::Hybrid);
+    let r = search(&c, QUERY, Retriever::Hybrid);
     assert_eq!(r.retrievers, ["lexical"]);
     assert_eq!(
         r.notes,
@@ -316,10 +321,10 @@ fn remote_embed_off_reason_is_the_note_until_a_retriever_is_attached() {
     embed_corpus(&c);
     let good = Fake::start(bow_reply);
     let emb = remote(&good.base, Some(BOW_DIM), Duration::from_secs(5));
-    c.idx
-        .attach_semantic(Arc::new(Semantic::new(&c.home, Arc::new(emb)).unwrap()));
-    assert_eq!(c.idx.semantic_off(), None);
-    let r = search(&c.idx, QUERY, Retriever::Hybrid);
+    c.slot
+        .attach(Arc::new(Semantic::new(&c.home, Arc::new(emb)).unwrap()));
+    assert_eq!(c.slot.off(), None);
+    let r = search(&c, QUERY, Retriever::Hybrid);
     assert_eq!(r.retrievers, ["lexical", "semantic"]);
 }
 
@@ -335,10 +340,10 @@ fn remote_embed_an_endpoint_that_keeps_hanging_is_skipped_for_a_while() {
     embed_corpus(&c);
     let emb = remote(&fake.base, Some(BOW_DIM), Duration::from_secs(10))
         .with_query_timeout(Duration::from_millis(200));
-    c.idx
-        .attach_semantic(Arc::new(Semantic::new(&c.home, Arc::new(emb)).unwrap()));
+    c.slot
+        .attach(Arc::new(Semantic::new(&c.home, Arc::new(emb)).unwrap()));
     for _ in 0..3 {
-        let r = search(&c.idx, QUERY, Retriever::Hybrid);
+        let r = search(&c, QUERY, Retriever::Hybrid);
         assert_eq!(r.retrievers, ["lexical"]);
         assert!(
             r.notes[0].contains("no complete reply within 200 ms"),
@@ -349,7 +354,7 @@ fn remote_embed_an_endpoint_that_keeps_hanging_is_skipped_for_a_while() {
     // Three in a row: the next turn answers lexically at once, without asking, and says why.
     let asked = fake.requests().len();
     let t = Instant::now();
-    let r = search(&c.idx, QUERY, Retriever::Hybrid);
+    let r = search(&c, QUERY, Retriever::Hybrid);
     assert!(
         t.elapsed() < Duration::from_millis(100),
         "{:?}",

@@ -5,7 +5,7 @@
 use skillsearch_core::embed::{Embedder, LocalEmbedder};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::search::Retriever;
-use skillsearch_core::semantic::Semantic;
+use skillsearch_core::semantic::{Semantic, SemanticSlot};
 use skillsearch_core::{GateEnv, Roots, SearchOptions};
 use std::fs;
 use std::path::Path;
@@ -124,8 +124,15 @@ fn opts(retriever: Retriever) -> SearchOptions {
     }
 }
 
-fn top(idx: &SkillIndex, q: &str, r: Retriever) -> (Vec<String>, Vec<&'static str>, Vec<String>) {
-    let res = idx.search(q, &opts(r), &GateEnv::allow_all()).unwrap();
+fn top(
+    idx: &SkillIndex,
+    slot: &SemanticSlot,
+    q: &str,
+    r: Retriever,
+) -> (Vec<String>, Vec<&'static str>, Vec<String>) {
+    let res = idx
+        .search_with(q, &opts(r), &GateEnv::allow_all(), Some(slot))
+        .unwrap();
     (
         res.hits.into_iter().map(|h| h.id).collect(),
         res.retrievers,
@@ -141,10 +148,11 @@ fn hybrid_finds_by_meaning_once_vectors_are_complete_and_says_why_when_not() {
     let roots = Roots::explicit([&root]);
     let (idx, _) =
         SkillIndex::open(&roots, &IndexConfig::new(&home), Refresh::Always, &|_| {}).unwrap();
+    let slot = SemanticSlot::default();
     let q = "turn my voice memo into text";
 
     // No model attached: lexical, and the result says so.
-    let (ids, ran, notes) = top(&idx, q, Retriever::Hybrid);
+    let (ids, ran, notes) = top(&idx, &slot, q, Retriever::Hybrid);
     assert_eq!(ids[0], "voice-of-customer");
     assert_eq!(ran, ["lexical"]);
     assert!(notes[0].contains("no sentence model"), "{notes:?}");
@@ -152,8 +160,8 @@ fn hybrid_finds_by_meaning_once_vectors_are_complete_and_says_why_when_not() {
     // Attached but nothing embedded yet: still lexical, with the coverage in the note.
     let emb = Arc::new(ConceptEmbedder::new());
     let sem = Arc::new(Semantic::new(&home, emb.clone()).unwrap());
-    idx.attach_semantic(sem.clone());
-    let (_, ran, notes) = top(&idx, q, Retriever::Hybrid);
+    slot.attach(sem.clone());
+    let (_, ran, notes) = top(&idx, &slot, q, Retriever::Hybrid);
     assert_eq!(ran, ["lexical"]);
     assert!(notes[0].contains("0 of 5 skills embedded"), "{notes:?}");
 
@@ -162,23 +170,23 @@ fn hybrid_finds_by_meaning_once_vectors_are_complete_and_says_why_when_not() {
     assert_eq!(n, 5);
     assert_eq!(emb.calls.load(Ordering::SeqCst), 3, "batches of 2");
 
-    let (ids, ran, notes) = top(&idx, q, Retriever::Semantic);
+    let (ids, ran, notes) = top(&idx, &slot, q, Retriever::Semantic);
     assert_eq!(ids[0], "transcribe", "{ids:?}");
     assert_eq!(ran, ["semantic"]);
     assert!(notes.is_empty(), "{notes:?}");
     // Fused: the word match (lexical 1st, semantic 2nd) and the meaning match (semantic 1st)
     // lead, in that order, ahead of everything else.
-    let (ids, ran, _) = top(&idx, q, Retriever::Hybrid);
+    let (ids, ran, _) = top(&idx, &slot, q, Retriever::Hybrid);
     assert_eq!(ran, ["lexical", "semantic"]);
     assert_eq!(ids[..2], ["voice-of-customer", "transcribe"], "{ids:?}");
-    let (ids, ran, _) = top(&idx, q, Retriever::Lexical);
+    let (ids, ran, _) = top(&idx, &slot, q, Retriever::Lexical);
     assert_eq!(
         (ids[0].as_str(), ran),
         ("voice-of-customer", vec!["lexical"])
     );
 
     // An all-stopword or wordless query still has a meaning to search by; an empty one not.
-    assert!(top(&idx, "   ", Retriever::Hybrid).0.is_empty());
+    assert!(top(&idx, &slot, "   ", Retriever::Hybrid).0.is_empty());
 
     // A second process (a new store over the same file) embeds nothing again.
     let emb2 = Arc::new(ConceptEmbedder::new());
@@ -193,13 +201,16 @@ fn hybrid_finds_by_meaning_once_vectors_are_complete_and_says_why_when_not() {
         "Write a SQL query for a database table, fast",
     );
     idx.refresh(&|_| {}).unwrap();
-    let (_, ran, notes) = top(&idx, q, Retriever::Hybrid);
+    let (_, ran, notes) = top(&idx, &slot, q, Retriever::Hybrid);
     assert_eq!(ran, ["lexical"]);
     assert!(notes[0].contains("4 of 5"), "{notes:?}");
     let before = emb.texts.load(Ordering::SeqCst);
     assert_eq!(sem.embed_pending(&idx, 8, &stop, &|_, _| {}).unwrap(), 1);
     assert_eq!(emb.texts.load(Ordering::SeqCst) - before, 1);
-    assert_eq!(top(&idx, q, Retriever::Hybrid).1, ["lexical", "semantic"]);
+    assert_eq!(
+        top(&idx, &slot, q, Retriever::Hybrid).1,
+        ["lexical", "semantic"]
+    );
 }
 
 #[test]
@@ -229,15 +240,17 @@ fn gating_and_shadowing_apply_to_semantic_hits_too() {
     let roots = Roots::explicit([&a, &b]);
     let (idx, _) =
         SkillIndex::open(&roots, &IndexConfig::new(&home), Refresh::Always, &|_| {}).unwrap();
+    let slot = SemanticSlot::default();
     let sem = Arc::new(Semantic::new(&home, Arc::new(ConceptEmbedder::new())).unwrap());
     sem.embed_pending(&idx, 8, &AtomicBool::new(false), &|_, _| {})
         .unwrap();
-    idx.attach_semantic(sem);
+    slot.attach(sem);
     let r = idx
-        .search(
+        .search_with(
             "payment",
             &opts(Retriever::Semantic),
             &GateEnv::from_process(),
+            Some(&slot),
         )
         .unwrap();
     let ids: Vec<&str> = r.hits.iter().map(|h| h.id.as_str()).collect();
@@ -273,15 +286,21 @@ fn minilm_hybrid_finds_a_paraphrase() {
     let roots = Roots::explicit([&root]);
     let (idx, _) =
         SkillIndex::open(&roots, &IndexConfig::new(&home), Refresh::Always, &|_| {}).unwrap();
+    let slot = SemanticSlot::default();
     let model = LocalEmbedder::load(Path::new(&dir)).unwrap();
     let sem = Arc::new(Semantic::new(&home, Arc::new(model)).unwrap());
     sem.embed_pending(&idx, 16, &AtomicBool::new(false), &|_, _| {})
         .unwrap();
-    idx.attach_semantic(sem);
+    slot.attach(sem);
     let q = "I need the dictated memo from my phone as a document";
-    let (ids, _, _) = top(&idx, q, Retriever::Hybrid);
+    let (ids, _, _) = top(&idx, &slot, q, Retriever::Hybrid);
     assert_eq!(ids[0], "transcribe", "{ids:?}");
-    assert_eq!(top(&idx, q, Retriever::Lexical).0.first(), None);
-    let (ids, _, _) = top(&idx, "spin up containers in the cloud", Retriever::Hybrid);
+    assert_eq!(top(&idx, &slot, q, Retriever::Lexical).0.first(), None);
+    let (ids, _, _) = top(
+        &idx,
+        &slot,
+        "spin up containers in the cloud",
+        Retriever::Hybrid,
+    );
     assert_eq!(ids[0], "k8s", "{ids:?}");
 }

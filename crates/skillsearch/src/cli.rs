@@ -6,6 +6,7 @@ use skillsearch_core::config::{self, Settings};
 use skillsearch_core::eval;
 use skillsearch_core::index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
 use skillsearch_core::search::{Retriever, SearchOptions};
+use skillsearch_core::semantic::SemanticSlot;
 use skillsearch_core::tokens::{self, TokenCounter};
 use skillsearch_core::turn::decision_log::DecisionLog;
 use skillsearch_core::turn::render::{self, RenderSkill};
@@ -802,8 +803,9 @@ fn cmd_index(
     let (idx, report) = open_index(home, roots, Refresh::Always)?;
     let report = report.unwrap_or_default();
     // Vectors too, so the first semantic query does not wait for them.
-    let note = crate::embedding::attach_now(home, s, &idx);
-    let semantic = match idx.semantic() {
+    let slot = SemanticSlot::default();
+    let note = crate::embedding::attach_now(home, s, &idx, &slot);
+    let semantic = match slot.get() {
         Some(sem) => serde_json::json!({
             "model": sem.model(),
             "coverage": sem.coverage(&idx)?,
@@ -845,7 +847,7 @@ fn cmd_index(
             out.line(&format!("rebuilt: {r}"))?;
         }
         out.line(&format!("index: {}", idx.dir().display()))?;
-        match (idx.semantic(), note) {
+        match (slot.get(), note) {
             (Some(sem), _) => {
                 let c = sem.coverage(&idx)?;
                 out.line(&format!(
@@ -888,12 +890,12 @@ fn cmd_search(
             tracing::warn!("{d}");
         }
     }
+    let engine = Engine::new(s, home).with_search_options(opts.clone());
     if opts.retriever != Retriever::Lexical
-        && let Some(note) = crate::embedding::attach_now(home, s, &idx)
+        && let Some(note) = crate::embedding::attach_now(home, s, &idx, engine.semantic())
     {
         tracing::warn!("{note}");
     }
-    let engine = Engine::new(s, home).with_search_options(opts.clone());
     if let SearchOutput::Render = &output {
         let r = engine.retrieve(&idx, query, &Turn::until(engine.deadline(started)))?;
         for n in &r.notes {
@@ -911,7 +913,7 @@ fn cmd_search(
         out.line(&r.text)?;
         return Ok(0);
     }
-    let result = idx.search(query, opts, engine.eligibility())?;
+    let result = engine.search(&idx, query, opts)?;
     let code = if result.hits.is_empty() {
         EXIT_NO_HITS
     } else {
@@ -1192,12 +1194,13 @@ fn cmd_eval(
     let labelled =
         eval::parse_queries(&text).map_err(|e| anyhow::anyhow!("{}: {e}", queries.display()))?;
     let (idx, _) = open_index(home, &roots_of(s)?, Refresh::Always)?;
+    let slot = SemanticSlot::default();
     if opts.retriever != Retriever::Lexical
-        && let Some(note) = crate::embedding::attach_now(home, s, &idx)
+        && let Some(note) = crate::embedding::attach_now(home, s, &idx, &slot)
     {
         tracing::warn!("{note}");
     }
-    if store_queries && let Some(sem) = idx.semantic() {
+    if store_queries && let Some(sem) = slot.get() {
         // Query vectors stored like skills', so repeated runs (tuning) skip the model; the
         // latencies then leave the query's embedding out.
         let texts: Vec<&str> = labelled.iter().map(|q| q.query.as_str()).collect();
@@ -1218,7 +1221,7 @@ fn cmd_eval(
     let mut ran = std::collections::BTreeSet::new();
     for q in &labelled {
         let t = Instant::now();
-        let r = idx.search(&q.query, opts, &gate)?;
+        let r = idx.search_with(&q.query, opts, &gate, Some(&slot))?;
         latencies.push(t.elapsed().as_secs_f64() * 1e3);
         ran.extend(r.retrievers.iter().copied());
         let ranked: Vec<String> = r.hits.into_iter().map(|h| h.id).collect();
@@ -1227,7 +1230,7 @@ fn cmd_eval(
     let mut s = eval::summarise(&scores, &latencies, n_skills);
     // What ran: the retriever asked for once the model is attached (a query with no word in
     // the corpus is ranked by meaning alone even then), lexical when it is not.
-    s.retriever = if ran.contains("semantic") || idx.semantic().is_some() {
+    s.retriever = if ran.contains("semantic") || slot.get().is_some() {
         opts.retriever.as_str()
     } else {
         "lexical"

@@ -14,7 +14,7 @@ use skillsearch_core::config::Settings;
 use skillsearch_core::embed::{self, Embedder, LocalEmbedder};
 use skillsearch_core::llm::RemoteEmbedder;
 use skillsearch_core::search::Retriever;
-use skillsearch_core::semantic::Semantic;
+use skillsearch_core::semantic::{Semantic, SemanticSlot};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, Weak};
@@ -143,12 +143,17 @@ fn load_remote(home: &Path, s: &Settings) -> Loaded {
 }
 
 /// For a short-lived command: loads the embedder, embeds every skill of `idx` that has no
-/// vector (a bar on a terminal), and attaches it. Returns a note when retrieval stays lexical;
-/// the index keeps it too, so the search's own notes say why.
-pub(crate) fn attach_now(home: &Path, s: &Settings, idx: &SkillIndex) -> Option<String> {
+/// vector (a bar on a terminal), and attaches it to `slot`. Returns a note when retrieval stays
+/// lexical; the slot keeps it too, so the search's own notes say why.
+pub(crate) fn attach_now(
+    home: &Path,
+    s: &Settings,
+    idx: &SkillIndex,
+    slot: &SemanticSlot,
+) -> Option<String> {
     let loaded = load(home, s);
     let Some(sem) = loaded.semantic else {
-        idx.set_semantic_off(loaded.note.clone());
+        slot.set_off(loaded.note.clone());
         return loaded.note;
     };
     let bar = EmbedBar::new();
@@ -160,10 +165,10 @@ pub(crate) fn attach_now(home: &Path, s: &Settings, idx: &SkillIndex) -> Option<
             "embedding the skills with `{}` failed: {e}; retrieval is lexical",
             sem.model()
         );
-        idx.set_semantic_off(Some(note.clone()));
+        slot.set_off(Some(note.clone()));
         return Some(note);
     }
-    idx.attach_semantic(sem);
+    slot.attach(sem);
     loaded.note
 }
 
@@ -224,12 +229,14 @@ impl Backoff {
     };
 }
 
-/// For a long-lived process: the embedder loads and skills are embedded on a background
-/// thread; indexes registered here get hybrid retrieval once their vectors are complete. An
-/// embeddings endpoint that fails its probe is tried again with a [`Backoff`]; meanwhile
-/// retrieval is lexical and every search's notes say why.
+/// For a long-lived process: the embedder loads on a background thread and is attached to the
+/// engine's slot; the skills of the indexes registered here are embedded, and each gets hybrid
+/// retrieval once its vectors are complete. An embeddings endpoint that fails its probe is
+/// tried again with a [`Backoff`]; meanwhile retrieval is lexical and every search's notes say
+/// why.
 pub(crate) struct Background {
     state: Mutex<BgState>,
+    slot: Arc<SemanticSlot>,
 }
 
 #[derive(Default)]
@@ -243,14 +250,20 @@ struct BgState {
 }
 
 impl Background {
-    /// Starts loading the embedder (unless the settings ask for lexical retrieval).
-    pub(crate) fn start(home: &Path, s: &Settings) -> Arc<Background> {
-        Self::start_with(home, s, Backoff::DEFAULT)
+    /// Starts loading the embedder into `slot` (unless the settings ask for lexical retrieval).
+    pub(crate) fn start(home: &Path, s: &Settings, slot: Arc<SemanticSlot>) -> Arc<Background> {
+        Self::start_with(home, s, slot, Backoff::DEFAULT)
     }
 
-    pub(crate) fn start_with(home: &Path, s: &Settings, backoff: Backoff) -> Arc<Background> {
+    pub(crate) fn start_with(
+        home: &Path,
+        s: &Settings,
+        slot: Arc<SemanticSlot>,
+        backoff: Backoff,
+    ) -> Arc<Background> {
         let bg = Arc::new(Background {
             state: Mutex::new(BgState::default()),
+            slot,
         });
         if s.retriever == Retriever::Lexical {
             return bg;
@@ -296,29 +309,26 @@ impl Background {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records the outcome of one attempt to load the embedder, and tells the registered
-    /// indexes why they stay lexical when they do.
+    /// Records the outcome of one attempt to load the embedder: the slot gets the retriever,
+    /// or why searches stay lexical.
     fn set(&self, semantic: Option<Arc<Semantic>>, note: Option<String>) {
         let mut st = self.lock();
-        if semantic.is_none() {
-            st.attempts += 1;
-            for idx in st.indexes.iter().filter_map(Weak::upgrade) {
-                idx.set_semantic_off(note.clone());
+        match &semantic {
+            Some(sem) => self.slot.attach(sem.clone()),
+            None => {
+                st.attempts += 1;
+                self.slot.set_off(note.clone());
             }
         }
         st.semantic = semantic;
         st.note = note;
     }
 
-    /// Keeps `idx`'s vectors complete from now on, and lets it rank semantically when they are.
+    /// Keeps `idx`'s vectors complete from now on; it ranks semantically once they are.
     pub(crate) fn register(&self, idx: &Arc<SkillIndex>) {
         let mut st = self.lock();
         st.indexes.retain(|w| w.strong_count() > 0);
         st.indexes.push(Arc::downgrade(idx));
-        match &st.semantic {
-            Some(sem) => idx.attach_semantic(sem.clone()),
-            None => idx.set_semantic_off(st.note.clone()),
-        }
     }
 
     /// The model in use (`null` while loading or when there is none), why retrieval is
@@ -345,7 +355,6 @@ fn embed_loop(bg: Weak<Background>, sem: Arc<Semantic>, batch: usize) {
         };
         drop(b);
         for idx in indexes {
-            idx.attach_semantic(sem.clone());
             match sem.coverage(&idx) {
                 Ok(c) if c.complete() => {}
                 Ok(_) => {
@@ -455,13 +464,18 @@ mod tests {
         Arc::new(idx)
     }
 
-    fn search(idx: &SkillIndex) -> skillsearch_core::SearchResult {
+    fn search(idx: &SkillIndex, slot: &SemanticSlot) -> skillsearch_core::SearchResult {
         let opts = SearchOptions {
             top_k: 2,
             ..SearchOptions::default()
         };
-        idx.search("transcribe a voice recording", &opts, &GateEnv::allow_all())
-            .unwrap()
+        idx.search_with(
+            "transcribe a voice recording",
+            &opts,
+            &GateEnv::allow_all(),
+            Some(slot),
+        )
+        .unwrap()
     }
 
     /// Polls `f` until it holds, for at most 20 s.
@@ -540,8 +554,9 @@ mod tests {
         assert!(loaded.note.unwrap().contains("embedding_model"));
         // A short-lived command's search says the same in its notes.
         let idx = index(&home.path().join("home"), &home.path().join("skills"));
-        let note = attach_now(home.path(), &settings(&base), &idx).unwrap();
-        let r = search(&idx);
+        let slot = SemanticSlot::default();
+        let note = attach_now(home.path(), &settings(&base), &idx, &slot).unwrap();
+        let r = search(&idx, &slot);
         assert_eq!(r.retrievers, ["lexical"]);
         assert_eq!(r.hits[0].id, "transcribe");
         assert_eq!(r.notes, [format!("semantic retrieval is off: {note}")]);
@@ -568,11 +583,12 @@ mod tests {
                 bow_reply(r)
             }
         });
+        let slot = Arc::new(SemanticSlot::default());
         let backoff = Backoff {
             first: Duration::from_millis(100),
             max: Duration::from_millis(400),
         };
-        let bg = Background::start_with(&home, &settings(&fake.base), backoff);
+        let bg = Background::start_with(&home, &settings(&fake.base), slot.clone(), backoff);
         bg.register(&idx);
         eventually("the first failed attempt", || {
             bg.status()["failed_attempts"].as_u64() >= Some(1)
@@ -588,13 +604,13 @@ mod tests {
             assert!(note.contains("trying again in"), "{note}");
         }
         eventually("hybrid retrieval", || {
-            search(&idx).retrievers == ["lexical", "semantic"]
+            search(&idx, &slot).retrievers == ["lexical", "semantic"]
         });
         let st = bg.status();
         assert_eq!(st["model"], "remote:emb");
         assert_eq!(st["failed_attempts"], 2);
         assert!(st["note"].is_null(), "{st}");
-        assert!(search(&idx).notes.is_empty());
+        assert!(search(&idx, &slot).notes.is_empty());
     }
 
     #[test]
@@ -603,16 +619,17 @@ mod tests {
         let home = tmp.path().join("home");
         let idx = index(&home, &tmp.path().join("skills"));
         let base = dead_base();
+        let slot = Arc::new(SemanticSlot::default());
         let backoff = Backoff {
             first: Duration::from_millis(20),
             max: Duration::from_millis(40),
         };
-        let bg = Background::start_with(&home, &settings(&base), backoff);
+        let bg = Background::start_with(&home, &settings(&base), slot.clone(), backoff);
         bg.register(&idx);
         eventually("three failed attempts", || {
             bg.status()["failed_attempts"].as_u64() >= Some(3)
         });
-        let r = search(&idx);
+        let r = search(&idx, &slot);
         assert_eq!(r.retrievers, ["lexical"]);
         assert_eq!(r.hits[0].id, "transcribe");
         let note = r.notes.join(" | ");
@@ -627,9 +644,9 @@ mod tests {
         let idx2 = index(&tmp.path().join("home2"), &tmp.path().join("skills2"));
         bg.register(&idx2);
         assert!(
-            search(&idx2).notes[0].contains(&base),
+            search(&idx2, &slot).notes[0].contains(&base),
             "{:?}",
-            search(&idx2).notes
+            search(&idx2, &slot).notes
         );
     }
 }

@@ -23,6 +23,7 @@ use crate::index::SkillIndex;
 use crate::plan::{self, Inventory, Matched, Plan, ToolSpec};
 use crate::remote::Remote;
 use crate::search::{Hit, SearchOptions};
+use crate::semantic::SemanticSlot;
 use crate::source::RemoteHit;
 use crate::tokens::TokenCounter;
 use decision_log::{Decision, DecisionLog};
@@ -125,13 +126,16 @@ pub struct Engine {
     remote: Remote,
     inventory: Inventory,
     log: Option<DecisionLog>,
+    /// The semantic retriever, once whoever loads the embedder attached one.
+    semantic: Arc<SemanticSlot>,
 }
 
 impl Engine {
     /// The engine the settings configure: ranking, rendering (installed plugins' directories
     /// included, for `{plugins.<id>}`), this process's eligibility env, an exact token counter
-    /// (loaded on first use), the remote parts (bundles under `<home>/cache/hub`) and the
-    /// decision log.
+    /// (loaded on first use), the remote parts (bundles under `<home>/cache/hub`), the
+    /// decision log, and an empty semantic slot (lexical ranking until an embedder is attached
+    /// to [`Engine::semantic`]).
     pub fn new(settings: &Settings, home: &Path) -> Engine {
         let inventory = Inventory::load(&settings.plugins);
         Engine {
@@ -147,6 +151,7 @@ impl Engine {
                 .map(|p| DecisionLog::new(p, settings.log_max_bytes)),
             inventory,
             settings: settings.clone(),
+            semantic: Arc::default(),
         }
     }
 
@@ -196,6 +201,24 @@ impl Engine {
         &self.inventory
     }
 
+    /// The slot of the semantic retriever every search of this engine uses: attach one (or say
+    /// why there is none) and hybrid ranking follows.
+    pub fn semantic(&self) -> &Arc<SemanticSlot> {
+        &self.semantic
+    }
+
+    /// A lexical search of `index` or, when the engine has a semantic retriever, the
+    /// retrievers `opts` asks for (the plan's and bundled skills' search; [`Engine::retrieve`]
+    /// runs the whole turn).
+    pub fn search(
+        &self,
+        index: &SkillIndex,
+        query: &str,
+        opts: &SearchOptions,
+    ) -> Result<crate::search::SearchResult> {
+        index.search_with(query, opts, &self.eligibility, Some(&self.semantic))
+    }
+
     /// The ranking of a turn that asks for `top_k` skills (`None`: the settings' `top_k`).
     pub fn search_options(&self, top_k: Option<usize>) -> SearchOptions {
         SearchOptions {
@@ -233,7 +256,7 @@ impl Engine {
                     .iter()
                     .any(|h| h.meta.openclaw.activates_plugins.contains(plugin))
                 {
-                    out.extend(pidx.search(query, &opts, &self.eligibility)?.hits);
+                    out.extend(self.search(pidx, query, &opts)?.hits);
                 }
             }
             Ok(out)
@@ -275,8 +298,8 @@ impl Engine {
     ) -> Result<PlanAnswer> {
         let started = Instant::now();
         let matched: Vec<(String, crate::frontmatter::SkillMeta)> = match from {
-            PlanFrom::Prompt { query, top_k } => index
-                .search(query, &self.search_options(Some(top_k)), &self.eligibility)?
+            PlanFrom::Prompt { query, top_k } => self
+                .search(index, query, &self.search_options(Some(top_k)))?
                 .hits
                 .into_iter()
                 .map(|h| (h.qualified_id, h.meta))

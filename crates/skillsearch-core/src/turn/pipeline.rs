@@ -19,6 +19,7 @@ use crate::llm::{self, GateCandidate, GateOptions};
 use crate::plan::Inventory;
 use crate::remote::Remote;
 use crate::search::{Dropped, Hit, SearchOptions};
+use crate::semantic::SemanticSlot;
 use crate::source::{RemoteHit, SkillSource};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -122,7 +123,7 @@ pub(super) fn run(
     let remote = engine.remote();
     let mut st = TurnState::new(query, remote, opts);
     st.rewrite(remote, turn);
-    let hub = st.fan_out(index, engine.eligibility(), remote, turn)?;
+    let hub = st.fan_out(index, engine.eligibility(), engine.semantic(), remote, turn)?;
     st.fuse(remote, turn, hub);
     st.hydrate(index, remote, turn);
     st.dedup();
@@ -209,6 +210,7 @@ impl<'t> TurnState<'t> {
         &mut self,
         index: &SkillIndex,
         eligibility: &GateEnv,
+        semantic: &SemanticSlot,
         remote: &Remote,
         turn: &Turn,
     ) -> Result<HubResult> {
@@ -228,7 +230,7 @@ impl<'t> TurnState<'t> {
                     )
                 })
             });
-            let local = index.search_counted(q, &local_opts, eligibility);
+            let local = index.search_counted(q, &local_opts, eligibility, Some(semantic));
             let hub = job.map(|j| {
                 j.join().unwrap_or_else(|_| {
                     (

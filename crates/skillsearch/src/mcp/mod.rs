@@ -366,9 +366,10 @@ impl ServerHandler for SkillServer {
 
 /// Serves MCP on stdin/stdout until the client closes the connection.
 pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
+    let engine = Engine::new(&settings, &home);
     let state = Arc::new(McpState {
-        embedding: crate::embedding::Background::start(&home, &settings),
-        engine: Engine::new(&settings, &home),
+        embedding: crate::embedding::Background::start(&home, &settings, engine.semantic().clone()),
+        engine,
         home,
         index: Mutex::new(None),
         catalogue: Mutex::new(None),

@@ -477,7 +477,9 @@ impl App {
                 search_tool,
                 idx.generation(),
                 // Answers given lexically while vectors were pending are not reused after.
-                idx.semantic()
+                app.engine
+                    .semantic()
+                    .get()
                     .is_some_and(|s| s.coverage(&idx).is_ok_and(|c| c.complete())),
                 // The gate judges skills against the agent's tools.
                 agent_tools.filter(|_| app.engine.remote().gate_on()),
@@ -993,7 +995,8 @@ pub fn run(
         );
     }
     let engine = Engine::new(&settings, &home);
-    let embedding = crate::embedding::Background::start(&home, &settings);
+    let embedding =
+        crate::embedding::Background::start(&home, &settings, engine.semantic().clone());
     let inline = runs_inline(&settings, engine.remote());
     for d in &engine.inventory().diagnostics {
         tracing::warn!(target: "serve", "{d}");
