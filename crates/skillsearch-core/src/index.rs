@@ -199,9 +199,9 @@ pub struct SkillIndex {
     searching: std::sync::atomic::AtomicUsize,
     /// Whether searches may split their work at all (see [`SkillIndex::set_split`]).
     split: std::sync::atomic::AtomicBool,
-    /// Skill bodies read for rendering (see [`SkillIndex::skill_body`]) and the rest kept
-    /// per generation.
-    bodies: std::sync::Mutex<Bodies>,
+    /// What is kept while the index stays at one generation: skill bodies read for rendering
+    /// (see [`SkillIndex::skill_body`]), guard terms, file existence, segment columns.
+    per_generation: std::sync::Mutex<GenerationCache>,
     /// Postings decoded for lexical retrieval (see [`SkillIndex::postings`]).
     postings:
         std::sync::Mutex<crate::fifo::FifoCache<(tantivy::index::SegmentId, Term), Arc<Decoded>>>,
@@ -228,7 +228,7 @@ const EXISTS_ENTRIES: usize = 20_000;
 /// What an index keeps while the searcher is at `generation`: skill bodies by path, oldest
 /// first out; the terms the relevance guard judges each skill on; whether referenced files
 /// exist; and each segment's ranking columns.
-struct Bodies {
+struct GenerationCache {
     generation: u64,
     bodies: crate::fifo::FifoCache<PathBuf, (Arc<str>, bool)>,
     /// By path: (hash of the name and description, their terms).
@@ -241,9 +241,9 @@ struct Bodies {
     columns: HashMap<tantivy::index::SegmentId, Arc<SegmentColumns>>,
 }
 
-impl Bodies {
-    fn new(max_bytes: usize) -> Bodies {
-        Bodies {
+impl GenerationCache {
+    fn new(max_bytes: usize) -> GenerationCache {
+        GenerationCache {
             generation: 0,
             bodies: crate::fifo::FifoCache::new(usize::MAX, max_bytes),
             hays: crate::fifo::FifoCache::new(HAY_ENTRIES, usize::MAX),
@@ -254,11 +254,11 @@ impl Bodies {
     }
 
     /// Starts over when the index has moved on to another generation.
-    fn at(&mut self, generation: u64) -> &mut Bodies {
+    fn at(&mut self, generation: u64) -> &mut GenerationCache {
         if self.generation != generation {
-            *self = Bodies {
+            *self = GenerationCache {
                 generation,
-                ..Bodies::new(self.bodies.max_bytes())
+                ..GenerationCache::new(self.bodies.max_bytes())
             };
         }
         self
@@ -428,7 +428,7 @@ impl SkillIndex {
             keys: Default::default(),
             searching: Default::default(),
             split: std::sync::atomic::AtomicBool::new(true),
-            bodies: std::sync::Mutex::new(Bodies::new(BODY_CACHE_BYTES)),
+            per_generation: std::sync::Mutex::new(GenerationCache::new(BODY_CACHE_BYTES)),
             postings: std::sync::Mutex::new(crate::fifo::FifoCache::new(
                 usize::MAX,
                 POSTINGS_CACHE_BYTES,
@@ -603,7 +603,7 @@ impl SkillIndex {
     ) -> Result<Arc<SegmentColumns>> {
         let id = reader.segment_id();
         if let Some(found) = self
-            .bodies
+            .per_generation
             .lock()
             .ok()
             .and_then(|mut b| b.at(generation).columns.get(&id).cloned())
@@ -615,7 +615,7 @@ impl SkillIndex {
             root: ff.u64("root").map_err(|e| self.index_err(e))?,
             rel: ff.str("rel").map_err(|e| self.index_err(e))?,
         });
-        if let Ok(mut b) = self.bodies.lock() {
+        if let Ok(mut b) = self.per_generation.lock() {
             b.at(generation).columns.insert(id, columns.clone());
         }
         Ok(columns)
@@ -649,7 +649,7 @@ impl SkillIndex {
     }
 
     /// The body of the `SKILL.md` at `path` (a hit of this index) as rendering reads it, and
-    /// whether it is a usable skill. Bodies are kept, up to 16 MiB, until the index changes: a
+    /// whether it is a usable skill. GenerationCache are kept, up to 16 MiB, until the index changes: a
     /// refresh that finds an edit commits a new generation, and the body is read again then, so
     /// a rendered body is as fresh as the index that found it. Reading the file for every
     /// rendering cost a daemon under load ~18% of its CPU (the open and read, the front matter,
@@ -657,7 +657,7 @@ impl SkillIndex {
     pub fn skill_body(&self, path: &Path) -> (Arc<str>, bool) {
         let generation = self.searcher().generation().generation_id();
         if let Some(found) = self
-            .bodies
+            .per_generation
             .lock()
             .ok()
             .and_then(|mut b| b.at(generation).bodies.get(path))
@@ -666,7 +666,7 @@ impl SkillIndex {
         }
         let loaded = corpus::load(path, corpus::DEFAULT_MAX_FILE_BYTES);
         let body: Arc<str> = loaded.body.into();
-        if let Ok(mut b) = self.bodies.lock() {
+        if let Ok(mut b) = self.per_generation.lock() {
             let b = &mut b.at(generation).bodies;
             // A body as big as a good part of the budget would only push the others out.
             if body.len() <= b.max_bytes() / 4 {
@@ -687,7 +687,7 @@ impl SkillIndex {
         }
         let generation = self.searcher().generation().generation_id();
         let checked = self.verified_at_ms();
-        let remembered = |b: &mut Bodies| {
+        let remembered = |b: &mut GenerationCache| {
             let b = b.at(generation);
             if b.checked_at_ms != checked {
                 b.exists = crate::fifo::FifoCache::new(EXISTS_ENTRIES, usize::MAX);
@@ -695,11 +695,11 @@ impl SkillIndex {
             }
             b.exists.get(path)
         };
-        if let Some(found) = self.bodies.lock().ok().and_then(|mut b| remembered(&mut b)) {
+        if let Some(found) = self.per_generation.lock().ok().and_then(|mut b| remembered(&mut b)) {
             return found;
         }
         let found = path.exists();
-        if let Ok(mut b) = self.bodies.lock() {
+        if let Ok(mut b) = self.per_generation.lock() {
             b.at(generation).exists.put(path.to_path_buf(), found, 0);
         }
         found
@@ -721,7 +721,7 @@ impl SkillIndex {
             (name, description).hash(&mut h);
             h.finish()
         };
-        if let Some(found) = self.bodies.lock().ok().and_then(|mut b| {
+        if let Some(found) = self.per_generation.lock().ok().and_then(|mut b| {
             b.at(generation)
                 .hays
                 .get(path)
@@ -731,7 +731,7 @@ impl SkillIndex {
             return found;
         }
         let hay = std::sync::Arc::new(crate::relevance::hay(name, description));
-        if let Ok(mut b) = self.bodies.lock() {
+        if let Ok(mut b) = self.per_generation.lock() {
             b.at(generation)
                 .hays
                 .put(path.to_path_buf(), (key, hay.clone()), 0);
@@ -1360,14 +1360,14 @@ mod tests {
         // A missing file is not a usable skill.
         assert!(!idx.skill_body(&root.join("gone/SKILL.md")).1);
         // The budget: the oldest bodies go first.
-        *idx.bodies.lock().unwrap() = Bodies::new(100);
+        *idx.per_generation.lock().unwrap() = GenerationCache::new(100);
         let paths: Vec<PathBuf> = (0..10)
             .map(|i| skill(&format!("s{i}"), &"x".repeat(20)))
             .collect();
         for p in &paths {
             assert_eq!(idx.skill_body(p).0.len(), 21);
         }
-        let b = idx.bodies.lock().unwrap();
+        let b = idx.per_generation.lock().unwrap();
         assert!(b.bodies.bytes() <= 100, "{} bytes", b.bodies.bytes());
         assert_eq!(b.bodies.bytes(), 21 * b.bodies.len());
         assert!(b.bodies.contains(&paths[9]) && !b.bodies.contains(&paths[0]));
