@@ -2,18 +2,9 @@
 
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::{GateEnv, Roots, SearchOptions};
+use skillsearch_testkit::write_skill;
 use std::fs;
 use std::path::Path;
-
-fn write_skill(root: &Path, rel: &str, name: &str, description: &str, body: &str) {
-    let dir = root.join(rel);
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(
-        dir.join("SKILL.md"),
-        format!("---\nname: {name}\ndescription: {description}\n---\n\n{body}\n"),
-    )
-    .unwrap();
-}
 
 fn open(
     home: &Path,

@@ -1,50 +1,22 @@
 //! End-to-end: the real `skillsearch` binary against corpora the tests build themselves.
 
 use serde_json::Value;
+use skillsearch_testkit::Env;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-struct Env {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    root: PathBuf,
+/// The binary run in an [`Env`].
+trait Run {
+    fn run(&self, args: &[&str]) -> Output;
+    /// [`Run::run`] with `--skills <root>` after `args`.
+    fn run_skills(&self, args: &[&str]) -> Output;
 }
 
-impl Env {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        let root = tmp.path().join("skills");
-        fs::create_dir_all(&root).unwrap();
-        Env {
-            _tmp: tmp,
-            home,
-            root,
-        }
-    }
-
-    fn file(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-        let p = self.root.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(&p, bytes).unwrap();
-        p
-    }
-
-    fn skill(&self, rel: &str, name: &str, description: &str, body: &str) -> PathBuf {
-        self.file(
-            &format!("{rel}/SKILL.md"),
-            format!("---\nname: {name}\ndescription: {description}\n---\n\n{body}\n"),
-        )
-    }
-
+impl Run for Env {
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_skillsearch"))
-            .arg("--home")
-            .arg(&self.home)
+        self.command(env!("CARGO_BIN_EXE_skillsearch"))
             .args(args)
-            .env_remove("SKILLSEARCH_HOME")
-            .env_remove("SKILLSEARCH_MODEL_DIR")
             .output()
             .unwrap()
     }

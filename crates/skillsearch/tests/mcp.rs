@@ -590,11 +590,7 @@ fn skills_list_pages_through_a_large_library() {
 }
 
 fn skillsearch_core_description() -> String {
-    fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../skillsearch-core/tests/golden/skill_search.description.txt"),
-    )
-    .unwrap()
+    skillsearch_testkit::golden_file("skill_search.description.txt")
 }
 
 fn clients_dir() -> Option<PathBuf> {
