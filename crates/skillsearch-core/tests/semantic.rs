@@ -7,8 +7,7 @@ use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::search::Retriever;
 use skillsearch_core::semantic::Semantic;
 use skillsearch_core::{GateEnv, Roots, SearchOptions};
-use skillsearch_testkit::write_titled_skill;
-use std::fs;
+use skillsearch_testkit::{write_file, write_titled_skill};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -210,13 +209,10 @@ fn gating_and_shadowing_apply_to_semantic_hits_too() {
         "invoice-maker",
         "Create a bill for a client",
     );
-    let dir = b.join("receipts");
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(
-        dir.join("SKILL.md"),
+    write_file(
+        &b.join("receipts/SKILL.md"),
         "---\nname: receipts\ndescription: File a payment receipt\nmetadata: {\"openclaw\":{\"requires\":{\"bins\":[\"no-such-binary-xyz\"]}}}\n---\nbody\n",
-    )
-    .unwrap();
+    );
     let roots = Roots::explicit([&a, &b]);
     let (idx, _) =
         SkillIndex::open(&roots, &IndexConfig::new(&home), Refresh::Always, &|_| {}).unwrap();

@@ -28,12 +28,9 @@ impl Env {
         }
     }
 
-    /// Writes `bytes` at `rel` under the library, with its parent directories.
+    /// Writes `bytes` at `rel` under the library (see [`write_file`]).
     pub fn file(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-        let p = self.root.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(&p, bytes).unwrap();
-        p
+        write_file(&self.root.join(rel), bytes)
     }
 
     /// Writes `<root>/<rel>/SKILL.md` (see [`write_skill`]).
@@ -61,17 +58,19 @@ impl Default for Env {
     }
 }
 
+/// Writes `bytes` at `path`, creating its parent directories; returns the path.
+pub fn write_file(path: &Path, bytes: impl AsRef<[u8]>) -> PathBuf {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, bytes).unwrap();
+    path.to_owned()
+}
+
 /// Writes `<root>/<rel>/SKILL.md` with this name, description and body; returns its path.
 pub fn write_skill(root: &Path, rel: &str, name: &str, description: &str, body: &str) -> PathBuf {
-    let dir = root.join(rel);
-    fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("SKILL.md");
-    fs::write(
-        &path,
+    write_file(
+        &root.join(rel).join("SKILL.md"),
         format!("---\nname: {name}\ndescription: {description}\n---\n\n{body}\n"),
     )
-    .unwrap();
-    path
 }
 
 /// [`write_skill`] with a body that is only the title, `# <name>`.

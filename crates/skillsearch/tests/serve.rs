@@ -226,13 +226,10 @@ fn a_new_skill_is_seen_without_a_restart_and_sigterm_stops_cleanly() {
     let mut d = Daemon::start(&home, &skills, &[]);
     let (_, v) = d.post("/v1/search", &json!({"query": "zeppelin mooring"}));
     assert!(v["text"].as_str().unwrap().starts_with("No skill"));
-    let z = skills.join("zeppelin");
-    fs::create_dir_all(&z).unwrap();
-    fs::write(
-        z.join("SKILL.md"),
+    skillsearch_testkit::write_file(
+        &skills.join("zeppelin/SKILL.md"),
         "---\nname: zeppelin\ndescription: Moor a zeppelin safely\n---\nUse the mast.\n",
-    )
-    .unwrap();
+    );
     let started = Instant::now();
     loop {
         let (_, v) = d.post("/v1/search", &json!({"query": "zeppelin mooring"}));
