@@ -695,7 +695,12 @@ impl SkillIndex {
             }
             b.exists.get(path)
         };
-        if let Some(found) = self.per_generation.lock().ok().and_then(|mut b| remembered(&mut b)) {
+        if let Some(found) = self
+            .per_generation
+            .lock()
+            .ok()
+            .and_then(|mut b| remembered(&mut b))
+        {
             return found;
         }
         let found = path.exists();

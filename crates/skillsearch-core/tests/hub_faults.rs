@@ -6,170 +6,23 @@ use serde_json::{Value, json};
 use skillsearch_core::bundle;
 use skillsearch_core::config::Secret;
 use skillsearch_core::{Error, HubClient, HubSettings, HubSource, Roots, SkillSource};
+use skillsearch_testkit::{Fake, Reply, hub_ok, zip_of, zip_reply};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Cursor, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zip::write::SimpleFileOptions;
-
-// ---------------------------------------------------------------- fake hub
-
-#[derive(Debug, Clone)]
-struct Req {
-    target: String,
-    headers: Vec<(String, String)>,
-}
-
-impl Req {
-    fn path(&self) -> &str {
-        self.target.split('?').next().unwrap_or_default()
-    }
-    fn query(&self) -> &str {
-        self.target.split_once('?').map_or("", |(_, q)| q)
-    }
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-enum Reply {
-    Json(u16, Value),
-    Raw(u16, Vec<(&'static str, String)>, Vec<u8>),
-    /// Accept the request and say nothing for this long.
-    Hang(Duration),
-    /// Send headers promising 1000 bytes, then one byte every 50 ms.
-    Trickle,
-}
-
-struct FakeHub {
-    base: String,
-    log: Arc<Mutex<Vec<Req>>>,
-}
-
-type Handler = dyn Fn(&Req) -> Reply + Send + Sync;
-
-impl FakeHub {
-    fn start(handler: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> FakeHub {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let log: Arc<Mutex<Vec<Req>>> = Arc::default();
-        let handler: Arc<Handler> = Arc::new(handler);
-        let log2 = log.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (log, handler) = (log2.clone(), handler.clone());
-                std::thread::spawn(move || serve(stream, &log, &*handler));
-            }
-        });
-        FakeHub { base, log }
-    }
-
-    fn requests(&self) -> Vec<Req> {
-        self.log.lock().unwrap().clone()
-    }
-
-    fn count(&self, path_end: &str) -> usize {
-        self.requests()
-            .iter()
-            .filter(|r| r.path().ends_with(path_end))
-            .count()
-    }
-}
-
-fn serve(stream: TcpStream, log: &Mutex<Vec<Req>>, handler: &Handler) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
-    }
-    let target = line
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or_default()
-        .to_owned();
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.trim_end().split_once(':') {
-            headers.push((k.trim().to_owned(), v.trim().to_owned()));
-        }
-    }
-    let req = Req { target, headers };
-    log.lock().unwrap().push(req.clone());
-    let mut out = stream;
-    let (status, extra, body) = match handler(&req) {
-        Reply::Json(s, v) => (
-            s,
-            vec![("Content-Type", "application/json".to_owned())],
-            serde_json::to_vec(&v).unwrap(),
-        ),
-        Reply::Raw(s, h, b) => (s, h, b),
-        Reply::Hang(d) => {
-            std::thread::sleep(d);
-            return;
-        }
-        Reply::Trickle => {
-            let _ = out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
-            for _ in 0..1000 {
-                std::thread::sleep(Duration::from_millis(50));
-                if out.write_all(b"x").and_then(|()| out.flush()).is_err() {
-                    return;
-                }
-            }
-            return;
-        }
-    };
-    let mut head = format!(
-        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in extra {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let _ = out.write_all(head.as_bytes());
-    let _ = out.write_all(&body);
-}
-
-fn ok(result: Value) -> Reply {
-    Reply::Json(
-        200,
-        json!({"error": "ok", "requestId": "fake", "status": 0, "result": result}),
-    )
-}
-
-fn zip_bytes(bytes: Vec<u8>) -> Reply {
-    Reply::Raw(200, vec![("Content-Type", "application/zip".into())], bytes)
-}
 
 // ---------------------------------------------------------------- fixtures
 
 const KEY: &str = "sk-test-TOPSECRET-42";
 
-fn settings(hub: &FakeHub, cache: &Path) -> HubSettings {
+fn settings(hub: &Fake, cache: &Path) -> HubSettings {
     HubSettings::new(&hub.base, cache)
 }
 
 fn far() -> Instant {
     Instant::now() + Duration::from_secs(30)
-}
-
-fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
-    let opts = SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
-    for (name, data) in entries {
-        w.start_file(*name, opts).unwrap();
-        w.write_all(data).unwrap();
-    }
-    w.finish().unwrap().into_inner()
 }
 
 const SKILL_MD: &[u8] =
@@ -195,23 +48,23 @@ fn catalogue() -> Value {
 }
 
 /// A hub with the catalogue and one installable skill per entry of `bundles` (id → zip).
-fn hub_with(bundles: HashMap<&'static str, Vec<u8>>) -> FakeHub {
-    FakeHub::start(move |r| {
-        let path = r.path();
+fn hub_with(bundles: HashMap<&'static str, Vec<u8>>) -> Fake {
+    Fake::start(move |r| {
+        let path = r.path.as_str();
         if path == "/openapi/v1/skills" {
-            return ok(json!({"items": catalogue()}));
+            return hub_ok(json!({"items": catalogue()}));
         }
         let rest = path.strip_prefix("/openapi/v1/skills/").unwrap_or_default();
         if let Some(id) = rest.strip_suffix("/download") {
             return match bundles.get(id) {
-                Some(z) => zip_bytes(z.clone()),
+                Some(z) => zip_reply(z.clone()),
                 None => Reply::Json(404, json!({"error": "not found", "status": 60001})),
             };
         }
         match rest {
-            "unsafe" => ok(json!({"id": "unsafe", "name": "x", "score_safety": 0.3,
+            "unsafe" => hub_ok(json!({"id": "unsafe", "name": "x", "score_safety": 0.3,
                                   "skill_md": "# x"})),
-            id if bundles.contains_key(id) => ok(json!({
+            id if bundles.contains_key(id) => hub_ok(json!({
                 "id": id, "skill_id": format!("acme/{id}"), "version": "1.0.0",
                 "name": id, "skill_md": String::from_utf8_lossy(SKILL_MD), "score_safety": 0.95
             })),
@@ -394,7 +247,7 @@ fn bearer_key_and_request_id_are_sent_and_the_key_never_shown() {
 
 #[test]
 fn bad_envelopes_and_http_errors_are_typed_errors() {
-    let hub = FakeHub::start(|r| match r.query() {
+    let hub = Fake::start(|r| match r.query() {
         q if q.contains("q=boom") => Reply::Json(
             200,
             json!({"error": "boom", "status": 0, "result": {"items": []}}),
@@ -404,7 +257,7 @@ fn bad_envelopes_and_http_errors_are_typed_errors() {
             json!({"error": "ok", "status": 1, "result": {"items": []}}),
         ),
         q if q.contains("q=html") => Reply::Raw(200, vec![], b"<html>hi</html>".to_vec()),
-        q if q.contains("q=noitems") => ok(json!({"total": 0})),
+        q if q.contains("q=noitems") => hub_ok(json!({"total": 0})),
         q if q.contains("q=success") => Reply::Json(
             200,
             json!({"error": "success", "status": 0, "result": {"items": []}}),
@@ -454,8 +307,8 @@ fn bad_envelopes_and_http_errors_are_typed_errors() {
 
 #[test]
 fn a_hanging_hub_times_out_within_the_deadline() {
-    let hub = FakeHub::start(|r| {
-        if r.query().contains("trickle") || r.path().ends_with("/download") {
+    let hub = Fake::start(|r| {
+        if r.query().contains("trickle") || r.path.ends_with("/download") {
             Reply::Trickle
         } else {
             Reply::Hang(Duration::from_secs(10))
@@ -526,7 +379,7 @@ fn a_hanging_hub_times_out_within_the_deadline() {
 
 #[test]
 fn a_hub_that_keeps_hanging_is_not_asked_again_for_a_while() {
-    let hub = FakeHub::start(|_| Reply::Hang(Duration::from_secs(10)));
+    let hub = Fake::start(|_| Reply::Hang(Duration::from_secs(10)));
     let tmp = tempfile::tempdir().unwrap();
     let mut s = settings(&hub, tmp.path());
     s.timeout = Duration::from_millis(200);

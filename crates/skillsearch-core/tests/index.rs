@@ -2,18 +2,9 @@
 
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::{GateEnv, Roots, SearchOptions};
+use skillsearch_testkit::{write_file, write_skill};
 use std::fs;
 use std::path::Path;
-
-fn write_skill(root: &Path, rel: &str, name: &str, description: &str, body: &str) {
-    let dir = root.join(rel);
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(
-        dir.join("SKILL.md"),
-        format!("---\nname: {name}\ndescription: {description}\n---\n\n{body}\n"),
-    )
-    .unwrap();
-}
 
 fn open(
     home: &Path,
@@ -173,13 +164,10 @@ fn first_root_wins_a_name_collision_and_same_root_duplicates_are_kept() {
 fn gating_drops_ineligible_hits_with_reasons_and_refills_from_lower_ranks() {
     let tmp = tempfile::tempdir().unwrap();
     let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
-    let dir = root.join("needs-bin");
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(
-        dir.join("SKILL.md"),
+    write_file(
+        &root.join("needs-bin/SKILL.md"),
         "---\nname: needs-bin\ndescription: convert video video video\nmetadata: {\"openclaw\":{\"requires\":{\"bins\":[\"no-such-binary-xyz\"]}}}\n---\nbody",
-    )
-    .unwrap();
+    );
     write_skill(&root, "plain", "plain", "convert video files", "ffmpeg");
     let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
     let opts = SearchOptions {

@@ -9,20 +9,11 @@ use skillsearch_core::config::{EmbeddingSettings, ModelSettings, Secret};
 use skillsearch_core::llm::{self, ChatClient, GateCandidate, GateOptions, RemoteEmbedder};
 use std::io::Write;
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-mod common;
-use common::fake_openai::{Fake, Reply, Req, Responder, dead_base, vectors};
-
-/// A chat completion whose message is `content`.
-fn chat(content: &str) -> Reply {
-    Reply::Body(
-        200,
-        json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]})
-            .to_string(),
-    )
-}
+use skillsearch_testkit::{
+    Fake, Reply, Req, Responder, chat_reply as chat, dead_openai_base, golden, vectors,
+};
 
 const KEY: &str = "sk-test-0123456789";
 
@@ -81,7 +72,7 @@ fn within(start: Instant, deadline: Duration) -> Duration {
 
 #[test]
 fn embeddings_are_ordered_by_index_normalised_batched_and_authorised() {
-    let fake = Fake::start(|r| {
+    let fake = Fake::openai(|r| {
         vectors(r, |i| {
             json!([3.0 * (i as f64 + 1.0), 4.0 * (i as f64 + 1.0), 0.0])
         })
@@ -106,7 +97,7 @@ fn embeddings_are_ordered_by_index_normalised_batched_and_authorised() {
     );
     assert!(!format!("{e:?}").contains(KEY), "{e:?}");
     // Order: the vector for input i is the one the server sent with index i.
-    let fake = Fake::start(|r| {
+    let fake = Fake::openai(|r| {
         vectors(r, |i| {
             if i == 0 {
                 json!([1.0, 0.0])
@@ -123,7 +114,7 @@ fn embeddings_are_ordered_by_index_normalised_batched_and_authorised() {
 
 #[test]
 fn embeddings_endpoint_down_is_a_connection_error() {
-    let base = dead_base();
+    let base = dead_openai_base();
     let start = Instant::now();
     let err = embedder(&base, None, 64, Duration::from_secs(2))
         .embed(&["x"])
@@ -139,7 +130,7 @@ fn embeddings_endpoint_down_is_a_connection_error() {
 
 #[test]
 fn embeddings_slow_past_the_deadline_return_at_the_deadline() {
-    let fake = Fake::start(|r| {
+    let fake = Fake::openai(|r| {
         Reply::Late(
             Duration::from_secs(5),
             Box::new(vectors(r, |_| json!([1.0]))),
@@ -155,7 +146,7 @@ fn embeddings_slow_past_the_deadline_return_at_the_deadline() {
     assert!(took >= deadline - Duration::from_millis(50), "{took:?}");
     assert!(err.contains("no complete reply within 600 ms"), "{err}");
     // Headers arrive, then the body stalls: the deadline still holds.
-    let fake = Fake::start(|_| Reply::Stall(Duration::from_secs(5)));
+    let fake = Fake::openai(|_| Reply::Stall(Duration::from_secs(5)));
     let start = Instant::now();
     let err = embedder(&fake.base, None, 64, deadline)
         .embed(&["x"])
@@ -168,7 +159,7 @@ fn embeddings_slow_past_the_deadline_return_at_the_deadline() {
 #[test]
 fn embeddings_with_wrong_shapes_or_values_are_named_errors() {
     let case = |handler: fn(&Req) -> Reply, dim: Option<usize>, texts: &[&str]| -> String {
-        let fake = Fake::start(handler);
+        let fake = Fake::openai(handler);
         embedder(&fake.base, dim, 64, Duration::from_secs(5))
             .embed(texts)
             .unwrap_err()
@@ -279,7 +270,7 @@ fn https_works_offline_and_a_non_tls_server_is_a_handshake_error() {
 
 #[test]
 fn an_empty_text_list_makes_no_request() {
-    let fake = Fake::start(|r| vectors(r, |_| json!([1.0])));
+    let fake = Fake::openai(|r| vectors(r, |_| json!([1.0])));
     let v = embedder(&fake.base, None, 64, Duration::from_secs(5))
         .embed(&[])
         .unwrap();
@@ -291,7 +282,7 @@ fn an_empty_text_list_makes_no_request() {
 
 #[test]
 fn rewrite_uses_the_models_query_and_ignores_need_retrieval() {
-    let fake = Fake::start(|_| {
+    let fake = Fake::openai(|_| {
         chat(
             "Thinking about it.\n```json\n{\"rewritten_query\": \" pdf table extraction \", \"need_retrieval\": false}\n```",
         )
@@ -323,7 +314,7 @@ fn rewrite_uses_the_models_query_and_ignores_need_retrieval() {
 
 #[test]
 fn rewrite_cuts_long_queries_and_skips_empty_ones() {
-    let fake = Fake::start(|_| chat(r#"{"rewritten_query": null}"#));
+    let fake = Fake::openai(|_| chat(r#"{"rewritten_query": null}"#));
     let c = client(&fake.base);
     let out = llm::rewrite(&c, " \n\t ", Duration::from_secs(5));
     assert!(!out.called && out.error.is_none() && out.query.is_empty());
@@ -380,7 +371,7 @@ fn rewrite_fails_open_with_the_reason() {
         ),
     ];
     for (handler, want) in cases {
-        let fake = Fake::start(handler);
+        let fake = Fake::openai(handler);
         let out = llm::rewrite(&client(&fake.base), q, Duration::from_secs(5));
         assert_eq!(
             (out.query.as_str(), out.rewritten.as_deref()),
@@ -395,10 +386,10 @@ fn rewrite_fails_open_with_the_reason() {
         assert!(err.contains(want), "{err} lacks {want}");
     }
     // Down, and slow past the deadline.
-    let out = llm::rewrite(&client(&dead_base()), q, Duration::from_secs(5));
+    let out = llm::rewrite(&client(&dead_openai_base()), q, Duration::from_secs(5));
     assert_eq!(out.query, q);
     assert!(out.error.unwrap().contains("/v1/chat/completions"));
-    let fake = Fake::start(|_| {
+    let fake = Fake::openai(|_| {
         Reply::Late(
             Duration::from_secs(5),
             Box::new(chat(r#"{"rewritten_query": "late"}"#)),
@@ -419,7 +410,7 @@ fn rewrite_fails_open_with_the_reason() {
 
 #[test]
 fn the_client_ceiling_caps_a_longer_step_deadline() {
-    let fake = Fake::start(|_| Reply::Late(Duration::from_secs(5), Box::new(chat("{}"))));
+    let fake = Fake::openai(|_| Reply::Late(Duration::from_secs(5), Box::new(chat("{}"))));
     let c = ChatClient::from_config(&ModelSettings {
         model: "m".into(),
         base_url: fake.base.clone(),
@@ -476,7 +467,7 @@ fn the_api_key_never_shows_in_debug_output() {
 
 #[test]
 fn gate_selects_in_the_models_order_from_a_fenced_reply_with_a_preamble_and_logs_it() {
-    let fake = Fake::start(|_| {
+    let fake = Fake::openai(|_| {
         chat(
             "Let me plan. The task needs {tables}.\n\n```json\n{\"plan\": \"Extract the tables.\", \"skills\": [\"k8s/deploy\", \"pdf/extract-tables\"]}\n```",
         )
@@ -530,7 +521,7 @@ fn gate_selects_in_the_models_order_from_a_fenced_reply_with_a_preamble_and_logs
 #[test]
 fn gate_ignores_unknown_ids_caps_and_accepts_an_empty_choice() {
     let fake =
-        Fake::start(|_| chat(r#"{"plan": "p", "skills": ["nope/x", "git/rebase", "other"]}"#));
+        Fake::openai(|_| chat(r#"{"plan": "p", "skills": ["nope/x", "git/rebase", "other"]}"#));
     let out = llm::gate(
         &client(&fake.base),
         "t",
@@ -543,7 +534,7 @@ fn gate_ignores_unknown_ids_caps_and_accepts_an_empty_choice() {
         (vec!["git/rebase".to_owned()], None)
     );
     assert_eq!(out.unknown_ids, ["nope/x", "other"]);
-    let fake = Fake::start(|_| {
+    let fake = Fake::openai(|_| {
         chat(r#"{"plan": "p", "skills": ["k8s/deploy", "git/rebase", "pdf/extract-tables"]}"#)
     });
     let opts = GateOptions {
@@ -552,7 +543,7 @@ fn gate_ignores_unknown_ids_caps_and_accepts_an_empty_choice() {
     };
     let out = llm::gate(&client(&fake.base), "t", &cands(), None, &opts);
     assert_eq!(out.selected_ids, ["k8s/deploy"]);
-    let fake = Fake::start(|_| chat(r#"{"plan": "Nothing fits.", "skills": []}"#));
+    let fake = Fake::openai(|_| chat(r#"{"plan": "Nothing fits.", "skills": []}"#));
     let out = llm::gate(
         &client(&fake.base),
         "t",
@@ -595,7 +586,7 @@ fn gate_fails_open_to_the_first_candidates_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("gate.jsonl");
     for (handler, want) in cases {
-        let fake = Fake::start(handler);
+        let fake = Fake::openai(handler);
         let opts = GateOptions {
             log_path: Some(log.clone()),
             ..gate_opts(Duration::from_secs(5))
@@ -613,7 +604,7 @@ fn gate_fails_open_to_the_first_candidates_with_the_reason() {
     assert!(!log.exists(), "a fallback writes no decision line");
     // Down, and slow past the deadline.
     let out = llm::gate(
-        &client(&dead_base()),
+        &client(&dead_openai_base()),
         "t",
         &cands(),
         None,
@@ -621,7 +612,7 @@ fn gate_fails_open_to_the_first_candidates_with_the_reason() {
     );
     assert!(out.fell_back && out.error.unwrap().contains("chat/completions"));
     let fake =
-        Fake::start(|_| Reply::Late(Duration::from_secs(5), Box::new(chat(r#"{"skills": []}"#))));
+        Fake::openai(|_| Reply::Late(Duration::from_secs(5), Box::new(chat(r#"{"skills": []}"#))));
     let deadline = Duration::from_millis(700);
     let start = Instant::now();
     let out = llm::gate(
@@ -642,7 +633,7 @@ fn gate_fails_open_to_the_first_candidates_with_the_reason() {
 
 #[test]
 fn a_gate_log_that_cannot_be_written_is_reported_and_the_decision_stands() {
-    let fake = Fake::start(|_| chat(r#"{"plan": "p", "skills": ["git/rebase"]}"#));
+    let fake = Fake::openai(|_| chat(r#"{"plan": "p", "skills": ["git/rebase"]}"#));
     let dir = tempfile::tempdir().unwrap();
     let blocker = dir.path().join("file");
     std::fs::write(&blocker, "").unwrap();
@@ -657,21 +648,6 @@ fn a_gate_log_that_cannot_be_written_is_reported_and_the_decision_stands() {
 }
 
 // ---------------------------------------------------------------- golden prompts
-
-fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing golden file {}", path.display()));
-    assert_eq!(
-        actual, expected,
-        "golden file {name} differs; rerun with UPDATE_GOLDEN=1 if the change is deliberate"
-    );
-}
 
 #[test]
 fn prompts_match_their_golden_files() {
@@ -698,7 +674,7 @@ fn prompts_match_their_golden_files() {
 
 #[test]
 fn a_model_endpoint_that_keeps_failing_is_not_called_for_a_while() {
-    let fake = Fake::start(|_| Reply::Body(503, r#"{"error": "overloaded"}"#.into()));
+    let fake = Fake::openai(|_| Reply::Body(503, r#"{"error": "overloaded"}"#.into()));
     let c = client(&fake.base);
     for _ in 0..3 {
         let e = c.chat("hi", 0.0, Duration::from_secs(5)).unwrap_err();

@@ -3,40 +3,21 @@
 //! and a fake OpenAI-compatible chat model on 127.0.0.1. Then each remote part failing: the turn
 //! still completes with what the healthy parts found, and the notes say what failed.
 
-mod support;
-
-use serde_json::{Value, json};
+use serde_json::json;
 use skillsearch_core::config::{self, Layers};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::search::Retriever;
 use skillsearch_core::tokens::TokenCounter;
 use skillsearch_core::turn::Retrieval;
 use skillsearch_core::{Engine, GateEnv, Roots, SearchOptions, Turn};
-use std::fs;
-use std::io::{Cursor, Write};
+use skillsearch_testkit::{
+    Fake, Reply, Req, chat_reply, dead_base, hub_ok, write_skill, zip_of, zip_reply,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{Fake, Reply, Req, dead_base};
 
 const HUB_SKILL_MD: &str = "---\nname: pdf-forms\ndescription: Fill PDF forms\n---\n\n# PDF forms\nRun scripts/fill.sh to fill the AcroForm fields.\n";
-
-fn ok(result: Value) -> Reply {
-    Reply::Json(
-        200,
-        json!({"error": "ok", "requestId": "fake", "status": 0, "result": result}),
-    )
-}
-
-fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
-    let opts = zip::write::SimpleFileOptions::default();
-    for (name, data) in entries {
-        w.start_file(*name, opts).unwrap();
-        w.write_all(data).unwrap();
-    }
-    w.finish().unwrap().into_inner()
-}
 
 fn good_bundle() -> Vec<u8> {
     zip_of(&[
@@ -48,9 +29,9 @@ fn good_bundle() -> Vec<u8> {
 /// A hub offering `pdf-forms` (id `u-pdf`) and an off-topic skill, with `bundle` as its zip.
 fn hub(bundle: Vec<u8>) -> Fake {
     Fake::start(move |r| {
-        let path = r.path();
+        let path = r.path.as_str();
         if path == "/openapi/v1/skills" {
-            return ok(json!({"items": [
+            return hub_ok(json!({"items": [
                 {"id": "u-pdf", "skill_id": "acme/pdf-forms", "name": "pdf-forms",
                  "description": "Fill PDF form fields", "quality_score": 0.9, "score_safety": 0.95},
                 {"id": "u-k8s", "name": "k8s-deploy", "description": "Deploy to Kubernetes",
@@ -58,24 +39,14 @@ fn hub(bundle: Vec<u8>) -> Fake {
             ]}));
         }
         match path {
-            "/openapi/v1/skills/u-pdf" => ok(json!({
+            "/openapi/v1/skills/u-pdf" => hub_ok(json!({
                 "id": "u-pdf", "skill_id": "acme/pdf-forms", "version": "1.0.0",
                 "name": "pdf-forms", "skill_md": HUB_SKILL_MD, "score_safety": 0.95
             })),
-            "/openapi/v1/skills/u-pdf/download" => {
-                Reply::Raw(200, "application/zip", bundle.clone())
-            }
+            "/openapi/v1/skills/u-pdf/download" => zip_reply(bundle.clone()),
             _ => Reply::Json(404, json!({"error": "not found", "status": 60001})),
         }
     })
-}
-
-fn chat_reply(content: &str) -> Reply {
-    Reply::Json(
-        200,
-        json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                            "finish_reason": "stop"}]}),
-    )
 }
 
 /// A chat model answering the rewrite with `rewrite` and the gate with `gate`.
@@ -133,13 +104,7 @@ fn world(copy_of_hub: bool) -> World {
         ));
     }
     for (name, desc, body) in skills {
-        let dir = root.join(name);
-        fs::create_dir_all(&dir).unwrap();
-        fs::write(
-            dir.join("SKILL.md"),
-            format!("---\nname: {name}\ndescription: {desc}\n---\n\n{body}\n"),
-        )
-        .unwrap();
+        write_skill(&root, name, name, desc, body);
     }
     let home = tmp.path().join("home");
     let (idx, _) = SkillIndex::open(
@@ -334,7 +299,7 @@ fn the_gate_sees_the_original_query_and_the_tools_and_picks() {
     let discover = hub
         .requests()
         .into_iter()
-        .find(|q| q.path() == "/openapi/v1/skills")
+        .find(|q| q.path == "/openapi/v1/skills")
         .unwrap();
     assert!(discover.target.contains("pdf"), "{}", discover.target);
 }
@@ -383,7 +348,13 @@ fn broken_remote_parts_leave_the_local_answer_and_say_what_failed() {
         ),
         (
             "not json",
-            Box::new(|| Reply::Raw(200, "text/html", b"<html>".to_vec())),
+            Box::new(|| {
+                Reply::Raw(
+                    200,
+                    vec![("Content-Type", "text/html".into())],
+                    b"<html>".to_vec(),
+                )
+            }),
         ),
     ];
     for (what, fault) in model_faults {

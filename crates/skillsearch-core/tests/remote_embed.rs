@@ -11,26 +11,15 @@ use skillsearch_core::llm::RemoteEmbedder;
 use skillsearch_core::search::{Retriever, SearchResult};
 use skillsearch_core::semantic::{Semantic, SemanticSlot};
 use skillsearch_core::{GateEnv, Roots, SearchOptions};
-use std::fs;
-use std::path::{Path, PathBuf};
+use skillsearch_testkit::{
+    BOW_DIM, Fake, Reply, Responder, bow_reply, dead_openai_base, vectors, write_titled_skill,
+};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-mod common;
-use common::fake_openai::{BOW_DIM, Fake, Reply, Responder, bow_reply, dead_base, vectors};
-
 const QUERY: &str = "transcribe a voice recording into a written transcript";
-
-fn write_skill(root: &Path, rel: &str, name: &str, description: &str) {
-    let dir = root.join(rel);
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(
-        dir.join("SKILL.md"),
-        format!("---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n"),
-    )
-    .unwrap();
-}
 
 struct Corpus {
     _tmp: tempfile::TempDir,
@@ -43,25 +32,25 @@ struct Corpus {
 fn corpus() -> Corpus {
     let tmp = tempfile::tempdir().unwrap();
     let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
-    write_skill(
+    write_titled_skill(
         &root,
         "transcribe",
         "transcriber",
         "Transcribe a voice recording into a written transcript",
     );
-    write_skill(
+    write_titled_skill(
         &root,
         "invoices",
         "invoice-maker",
         "Create an invoice or bill for a client",
     );
-    write_skill(
+    write_titled_skill(
         &root,
         "calendar",
         "meeting-planner",
         "Schedule a meeting on the calendar",
     );
-    write_skill(
+    write_titled_skill(
         &root,
         "sql",
         "sql-helper",
@@ -108,7 +97,7 @@ fn search(c: &Corpus, q: &str, r: Retriever) -> SearchResult {
 /// Embeds the corpus through a well-behaved fake endpoint (the vectors land in the store under
 /// `home`, where any later embedder of the same id and dimension finds them).
 fn embed_corpus(c: &Corpus) {
-    let good = Fake::start(bow_reply);
+    let good = Fake::openai(bow_reply);
     let emb = remote(&good.base, None, Duration::from_secs(5));
     assert_eq!(emb.probe().unwrap(), BOW_DIM);
     let sem = Semantic::new(&c.home, Arc::new(emb)).unwrap();
@@ -121,7 +110,7 @@ fn embed_corpus(c: &Corpus) {
 #[test]
 fn remote_embed_happy_path_runs_hybrid_retrieval() {
     let c = corpus();
-    let fake = Fake::start(bow_reply);
+    let fake = Fake::openai(bow_reply);
     let emb = remote(&fake.base, None, Duration::from_secs(5));
     assert_eq!(emb.probe().unwrap(), BOW_DIM);
     let sem = Arc::new(Semantic::new(&c.home, Arc::new(emb)).unwrap());
@@ -187,7 +176,7 @@ fn faulty_search(
 
 #[test]
 fn remote_embed_query_endpoint_down_answers_lexically_and_says_so() {
-    let base = dead_base();
+    let base = dead_openai_base();
     for retriever in [Retriever::Hybrid, Retriever::Semantic] {
         let (_, notes, _) = faulty_search(&base, Duration::from_secs(5), retriever);
         let lower = notes.to_lowercase();
@@ -200,7 +189,7 @@ fn remote_embed_query_endpoint_down_answers_lexically_and_says_so() {
 
 #[test]
 fn remote_embed_query_slow_past_its_deadline_answers_lexically_at_the_deadline() {
-    let fake = Fake::start(|r| {
+    let fake = Fake::openai(|r| {
         Reply::Late(
             Duration::from_secs(5),
             Box::new(vectors(r, |_| json!(vec![1.0; BOW_DIM]))),
@@ -213,7 +202,7 @@ fn remote_embed_query_slow_past_its_deadline_answers_lexically_at_the_deadline()
     assert!(took >= deadline - Duration::from_millis(50), "{took:?}");
     assert!(took < deadline + Duration::from_millis(1500), "{took:?}");
     // Headers, then a stalled body: the same.
-    let fake = Fake::start(|_| Reply::Stall(Duration::from_secs(5)));
+    let fake = Fake::openai(|_| Reply::Stall(Duration::from_secs(5)));
     let (_, notes, took) = faulty_search(&fake.base, deadline, Retriever::Semantic);
     assert!(notes.contains("no complete reply within 400 ms"), "{notes}");
     assert!(took < deadline + Duration::from_millis(1500), "{took:?}");
@@ -221,7 +210,7 @@ fn remote_embed_query_slow_past_its_deadline_answers_lexically_at_the_deadline()
 
 #[test]
 fn remote_embed_query_deadline_never_exceeds_the_embedding_timeout() {
-    let fake = Fake::start(|r| {
+    let fake = Fake::openai(|r| {
         Reply::Late(
             Duration::from_secs(5),
             Box::new(vectors(r, |_| json!([1.0]))),
@@ -273,7 +262,7 @@ fn remote_embed_query_bad_replies_answer_lexically_and_name_the_fault() {
         ),
     ];
     for (handler, expect) in cases {
-        let fake = Fake::start(handler);
+        let fake = Fake::openai(handler);
         let (_, notes, _) = faulty_search(&fake.base, Duration::from_secs(5), Retriever::Hybrid);
         assert!(notes.contains(&expect), "expected {expect:?} in {notes}");
     }
@@ -287,7 +276,7 @@ fn remote_embed_failed_query_is_not_remembered() {
     // Fails the first query request, then answers.
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = calls.clone();
-    let fake = Fake::start(move |r| {
+    let fake = Fake::openai(move |r| {
         if seen.fetch_add(1, Ordering::SeqCst) == 0 {
             Reply::Body(503, "busy".into())
         } else {
@@ -319,7 +308,7 @@ fn remote_embed_off_reason_is_the_note_until_a_retriever_is_attached() {
         ["semantic retrieval is off: embeddings endpoint http://x/v1/embeddings failed: boom"]
     );
     embed_corpus(&c);
-    let good = Fake::start(bow_reply);
+    let good = Fake::openai(bow_reply);
     let emb = remote(&good.base, Some(BOW_DIM), Duration::from_secs(5));
     c.slot
         .attach(Arc::new(Semantic::new(&c.home, Arc::new(emb)).unwrap()));
@@ -330,7 +319,7 @@ fn remote_embed_off_reason_is_the_note_until_a_retriever_is_attached() {
 
 #[test]
 fn remote_embed_an_endpoint_that_keeps_hanging_is_skipped_for_a_while() {
-    let fake = Fake::start(|r| {
+    let fake = Fake::openai(|r| {
         Reply::Late(
             Duration::from_secs(5),
             Box::new(vectors(r, |_| json!(vec![1.0; BOW_DIM]))),

@@ -7,7 +7,7 @@ use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::search::Retriever;
 use skillsearch_core::semantic::{Semantic, SemanticSlot};
 use skillsearch_core::{GateEnv, Roots, SearchOptions};
-use std::fs;
+use skillsearch_testkit::{write_file, write_titled_skill};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -72,43 +72,33 @@ impl Embedder for ConceptEmbedder {
     }
 }
 
-fn write_skill(root: &Path, rel: &str, name: &str, description: &str) {
-    let dir = root.join(rel);
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(
-        dir.join("SKILL.md"),
-        format!("---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n"),
-    )
-    .unwrap();
-}
-
 fn corpus(root: &Path) {
-    write_skill(
+    write_titled_skill(
         root,
         "transcribe",
         "transcriber",
         "Transcribe spoken recordings into a written transcript",
     );
     // Shares the query's words, not its meaning.
-    write_skill(
+    write_titled_skill(
         root,
         "voice-of-customer",
         "customer-notes",
         "Notes on the voice of the customer to turn into product ideas",
     );
-    write_skill(
+    write_titled_skill(
         root,
         "invoices",
         "invoice-maker",
         "Create an invoice or bill for a client",
     );
-    write_skill(
+    write_titled_skill(
         root,
         "calendar",
         "meeting-planner",
         "Schedule a meeting on the calendar",
     );
-    write_skill(
+    write_titled_skill(
         root,
         "sql",
         "sql-helper",
@@ -194,7 +184,7 @@ fn hybrid_finds_by_meaning_once_vectors_are_complete_and_says_why_when_not() {
     assert_eq!(sem2.embed_pending(&idx, 8, &stop, &|_, _| {}).unwrap(), 0);
 
     // Editing one skill re-embeds that one only; until then hybrid is lexical again.
-    write_skill(
+    write_titled_skill(
         &root,
         "sql",
         "sql-helper",
@@ -218,25 +208,22 @@ fn gating_and_shadowing_apply_to_semantic_hits_too() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    write_skill(
+    write_titled_skill(
         &a,
         "billing",
         "invoice-maker",
         "Create an invoice for a client",
     );
-    write_skill(
+    write_titled_skill(
         &b,
         "billing2",
         "invoice-maker",
         "Create a bill for a client",
     );
-    let dir = b.join("receipts");
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(
-        dir.join("SKILL.md"),
+    write_file(
+        &b.join("receipts/SKILL.md"),
         "---\nname: receipts\ndescription: File a payment receipt\nmetadata: {\"openclaw\":{\"requires\":{\"bins\":[\"no-such-binary-xyz\"]}}}\n---\nbody\n",
-    )
-    .unwrap();
+    );
     let roots = Roots::explicit([&a, &b]);
     let (idx, _) =
         SkillIndex::open(&roots, &IndexConfig::new(&home), Refresh::Always, &|_| {}).unwrap();
@@ -269,15 +256,16 @@ fn gating_and_shadowing_apply_to_semantic_hits_too() {
 
 /// The real model: a query that shares no word with the right skill.
 #[test]
+#[cfg_attr(
+    not(has_minilm),
+    ignore = "set MINILM_TEST_MODEL_DIR to a sentence-model dir (see .ci/run)"
+)]
 fn minilm_hybrid_finds_a_paraphrase() {
-    let Some(dir) = std::env::var_os("MINILM_TEST_MODEL_DIR") else {
-        eprintln!("MINILM_TEST_MODEL_DIR unset: skipped");
-        return;
-    };
+    let dir = std::env::var_os("MINILM_TEST_MODEL_DIR").expect("MINILM_TEST_MODEL_DIR");
     let tmp = tempfile::tempdir().unwrap();
     let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
     corpus(&root);
-    write_skill(
+    write_titled_skill(
         &root,
         "k8s",
         "cluster-deploy",

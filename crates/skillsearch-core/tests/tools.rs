@@ -5,23 +5,9 @@ use skillsearch_core::config::{self, Layers};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::turn::tools::*;
 use skillsearch_core::{Engine, GateEnv, Roots, SearchOptions, Turn};
+use skillsearch_testkit::golden;
 use std::fs;
 use std::path::PathBuf;
-
-fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        fs::write(&path, actual).unwrap();
-    }
-    let expected = fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing golden file {}", path.display()));
-    assert_eq!(
-        actual, expected,
-        "golden file {name} differs; rerun with UPDATE_GOLDEN=1 if the change is deliberate"
-    );
-}
 
 #[test]
 fn tool_strings_match_their_golden_files() {

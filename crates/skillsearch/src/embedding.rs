@@ -423,9 +423,9 @@ pub(crate) fn add_model(home: &Path, dir: &Path, name: Option<&str>) -> Result<s
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake_openai::{BOW_DIM, Fake, Reply, bow_reply, dead_base};
     use skillsearch_core::index::{IndexConfig, Refresh};
     use skillsearch_core::{GateEnv, Roots, SearchOptions};
+    use skillsearch_testkit::{BOW_DIM, Fake, Reply, bow_reply, dead_openai_base, write_skill};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
@@ -446,13 +446,7 @@ mod tests {
                 "Write a SQL query for a database table",
             ),
         ] {
-            let dir = root.join(rel);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(
-                dir.join("SKILL.md"),
-                format!("---\nname: {name}\ndescription: {desc}\n---\n\nbody\n"),
-            )
-            .unwrap();
+            write_skill(root, rel, name, desc, "body");
         }
         let (idx, _) = SkillIndex::open(
             &Roots::explicit([root]),
@@ -490,7 +484,7 @@ mod tests {
     #[test]
     fn remote_embed_load_selects_the_endpoint_and_probes_its_dimension() {
         let home = tempfile::tempdir().unwrap();
-        let fake = Fake::start(bow_reply);
+        let fake = Fake::openai(bow_reply);
         let s = settings(&fake.base);
         let loaded = load(home.path(), &s);
         let sem = loaded.semantic.expect("a remote embedder");
@@ -529,7 +523,7 @@ mod tests {
     #[test]
     fn remote_embed_probe_failure_is_a_note_naming_the_endpoint_and_error() {
         let home = tempfile::tempdir().unwrap();
-        let base = dead_base();
+        let base = dead_openai_base();
         let loaded = load(home.path(), &settings(&base));
         assert!(loaded.semantic.is_none());
         assert!(loaded.retry, "an endpoint that is down may come back");
@@ -576,7 +570,7 @@ mod tests {
         // The first two probes fail (HTTP 503), then the endpoint works.
         let calls = Arc::new(AtomicUsize::new(0));
         let seen = calls.clone();
-        let fake = Fake::start(move |r| {
+        let fake = Fake::openai(move |r| {
             if seen.fetch_add(1, Ordering::SeqCst) < 2 {
                 Reply::Body(503, r#"{"error": "warming up"}"#.into())
             } else {
@@ -618,7 +612,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
         let idx = index(&home, &tmp.path().join("skills"));
-        let base = dead_base();
+        let base = dead_openai_base();
         let slot = Arc::new(SemanticSlot::default());
         let backoff = Backoff {
             first: Duration::from_millis(20),

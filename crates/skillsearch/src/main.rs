@@ -15,11 +15,6 @@ mod output;
 mod serve;
 mod setup;
 
-/// The fake OpenAI-compatible server of the engine's tests, for the embedder tests here.
-#[cfg(test)]
-#[path = "../../skillsearch-core/tests/common/fake_openai.rs"]
-mod fake_openai;
-
 fn main() -> std::process::ExitCode {
     cli::run()
 }

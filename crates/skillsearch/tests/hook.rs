@@ -1,45 +1,23 @@
 //! `skillsearch hook` end to end: the real binary, fed the hosts' UserPromptSubmit JSON.
 
 use serde_json::{Value, json};
+use skillsearch_testkit::Env;
 use std::fs;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-struct Env {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    root: PathBuf,
+/// `skillsearch hook` run in an [`Env`], its library in `SKILLSEARCH_SKILLS_DIRS`.
+trait Hook {
+    fn hook(&self, input: &[u8], env: &[(&str, &str)], args: &[&str]) -> Output;
+    /// The decision log's records.
+    fn log(&self) -> Vec<Value>;
 }
 
-impl Env {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        let root = tmp.path().join("skills");
-        fs::create_dir_all(&root).unwrap();
-        Env {
-            _tmp: tmp,
-            home,
-            root,
-        }
-    }
-
-    fn skill(&self, rel: &str, name: &str, description: &str, body: &str) {
-        let d = self.root.join(rel);
-        fs::create_dir_all(&d).unwrap();
-        fs::write(
-            d.join("SKILL.md"),
-            format!("---\nname: {name}\ndescription: {description}\n---\n\n{body}\n"),
-        )
-        .unwrap();
-    }
-
+impl Hook for Env {
     fn hook(&self, input: &[u8], env: &[(&str, &str)], args: &[&str]) -> Output {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_skillsearch"));
-        c.arg("--home").arg(&self.home).arg("hook").args(args);
-        c.env_remove("SKILLSEARCH_HOME")
-            .env("SKILLSEARCH_SKILLS_DIRS", &self.root);
+        let mut c = self.command(env!("CARGO_BIN_EXE_skillsearch"));
+        c.arg("hook").args(args);
+        c.env("SKILLSEARCH_SKILLS_DIRS", &self.root);
         for (k, v) in env {
             c.env(k, v);
         }
@@ -318,14 +296,11 @@ fn mode_and_roots_flags_override_the_environment() {
     assert!(err.contains("mode") && err.contains("atuo"), "{err}");
 }
 
-#[path = "../../skillsearch-core/tests/support/mod.rs"]
-mod support;
-
 /// A hook turn with a chat model that hangs and a hub that is down: the local skill is still
 /// injected within the deadline, and the decision log says what failed.
 #[test]
 fn a_hanging_model_and_a_dead_hub_cost_the_deadline_not_the_turn() {
-    use support::{Fake, Reply, dead_base};
+    use skillsearch_testkit::{Fake, Reply, dead_base};
     let e = Env::new();
     e.skill(
         "pdf-tables",

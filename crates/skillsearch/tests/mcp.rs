@@ -590,21 +590,11 @@ fn skills_list_pages_through_a_large_library() {
 }
 
 fn skillsearch_core_description() -> String {
-    fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../skillsearch-core/tests/golden/skill_search.description.txt"),
-    )
-    .unwrap()
+    skillsearch_testkit::golden_file("skill_search.description.txt")
 }
 
-fn clients_dir() -> Option<PathBuf> {
-    if std::env::var_os("MCP_CLIENT_TESTS").is_none() {
-        eprintln!(
-            "real MCP client tests skipped: set MCP_CLIENT_TESTS=1 after installing tests/mcp-clients (.ci/run does)"
-        );
-        return None;
-    }
-    Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp-clients"))
+fn clients_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp-clients")
 }
 
 fn run_json(cmd: &mut Command) -> Value {
@@ -622,8 +612,12 @@ fn run_json(cmd: &mut Command) -> Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_mcp_clients),
+    ignore = "set MCP_CLIENT_TESTS=1 after installing tests/mcp-clients (.ci/run does)"
+)]
 fn real_clients_python_typescript_and_inspector() {
-    let Some(dir) = clients_dir() else { return };
+    let dir = clients_dir();
     let (_t, home, skills) = library();
     let bin = env!("CARGO_BIN_EXE_skillsearch");
     let py = |mode: &str, client_mode: &str| {

@@ -1,14 +1,9 @@
 //! `skillsearch plan`: tool visibility from `activates.plugins`, end to end.
 
 use serde_json::{Value, json};
+use skillsearch_testkit::write_file;
 use std::fs;
-use std::path::Path;
 use std::process::Command;
-
-fn write(p: &Path, text: &str) {
-    fs::create_dir_all(p.parent().unwrap()).unwrap();
-    fs::write(p, text).unwrap();
-}
 
 #[test]
 fn data_turns_see_plugin_tools_and_small_talk_does_not() {
@@ -18,23 +13,23 @@ fn data_turns_see_plugin_tools_and_small_talk_does_not() {
         tmp.path().join("plugins"),
         tmp.path().join("home"),
     );
-    write(
+    write_file(
         &skills.join("data-analyst/SKILL.md"),
         "---\nname: data-analyst\ndescription: Query and analyze data from the big data platform\nmetadata:\n  openclaw:\n    activates:\n      plugins: [\"bigdata-platform\", \"chart-generator\", \"ghost-plugin\"]\n---\nSee {plugins.bigdata-platform}/docs/query.md\n",
     );
-    write(
+    write_file(
         &skills.join("jokes/SKILL.md"),
         "---\nname: jokes\ndescription: Tell a light-hearted joke\n---\nKeep it short.\n",
     );
-    write(
+    write_file(
         &plugins.join("bigdata/openclaw.plugin.json"),
         r#"{"id":"bigdata-platform","contracts":{"tools":["bd_query","bd_schema"]}}"#,
     );
-    write(
+    write_file(
         &plugins.join("charts/openclaw.plugin.json"),
         r#"{"id":"chart-generator","contracts":{"tools":["chart_make"]}}"#,
     );
-    write(&plugins.join("broken/openclaw.plugin.json"), "{oops");
+    write_file(&plugins.join("broken/openclaw.plugin.json"), "{oops");
     let tools = tmp.path().join("tools.json");
     let schema = |n: &str| json!({"type": "function", "function": {"name": n, "description": format!("{n} does work"), "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}});
     fs::write(

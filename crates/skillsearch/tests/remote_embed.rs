@@ -3,70 +3,52 @@
 //! hybrid; with the endpoint down, slow or answering garbage it answers lexically and its notes
 //! say what failed.
 
-#[path = "../../skillsearch-core/tests/common/fake_openai.rs"]
-mod fake_openai;
-
-use fake_openai::{Fake, Reply, Responder, bow_reply, dead_base};
 use serde_json::Value;
-use std::fs;
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use skillsearch_testkit::{
+    Env, Fake, Reply, Responder, bow_reply, dead_openai_base, vectors, write_titled_skill,
+};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 const QUERY: &str = "transcribe a voice recording into text";
 
-struct Env {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    root: PathBuf,
+/// A library of three skills: a transcriber, an invoice maker and a SQL helper.
+fn corpus() -> Env {
+    let e = Env::new();
+    for (rel, name, desc) in [
+        (
+            "transcribe",
+            "transcriber",
+            "Transcribe a voice recording into a written transcript",
+        ),
+        (
+            "invoices",
+            "invoice-maker",
+            "Create an invoice for a client",
+        ),
+        (
+            "sql",
+            "sql-helper",
+            "Write a SQL query for a database table",
+        ),
+    ] {
+        write_titled_skill(&e.root, rel, name, desc);
+    }
+    e
 }
 
-impl Env {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        let root = tmp.path().join("skills");
-        for (rel, name, desc) in [
-            (
-                "transcribe",
-                "transcriber",
-                "Transcribe a voice recording into a written transcript",
-            ),
-            (
-                "invoices",
-                "invoice-maker",
-                "Create an invoice for a client",
-            ),
-            (
-                "sql",
-                "sql-helper",
-                "Write a SQL query for a database table",
-            ),
-        ] {
-            let dir = root.join(rel);
-            fs::create_dir_all(&dir).unwrap();
-            fs::write(
-                dir.join("SKILL.md"),
-                format!("---\nname: {name}\ndescription: {desc}\n---\n\n# {name}\n"),
-            )
-            .unwrap();
-        }
-        Env {
-            _tmp: tmp,
-            home,
-            root,
-        }
-    }
-
+/// The binary run in an [`Env`] against an embeddings endpoint.
+trait Run {
     /// Runs the binary with the embeddings endpoint `base` and extra `SKILLSEARCH_*` variables.
+    fn run(&self, base: &str, vars: &[(&str, &str)], args: &[&str]) -> Output;
+    /// `search --json QUERY` over the library; asserts it exits 0.
+    fn search(&self, base: &str, vars: &[(&str, &str)]) -> Value;
+}
+
+impl Run for Env {
     fn run(&self, base: &str, vars: &[(&str, &str)], args: &[&str]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_skillsearch"));
-        cmd.arg("--home").arg(&self.home).args(args);
-        for (k, _) in std::env::vars() {
-            if k.starts_with("SKILLSEARCH_") {
-                cmd.env_remove(k);
-            }
-        }
+        let mut cmd = self.command(env!("CARGO_BIN_EXE_skillsearch"));
+        cmd.args(args);
         cmd.env("SKILLSEARCH_EMBEDDING_BASE_URL", base)
             .env("SKILLSEARCH_EMBEDDING_MODEL", "emb")
             .envs(vars.iter().copied());
@@ -105,8 +87,8 @@ fn assert_lexical(v: &Value) {
 
 #[test]
 fn remote_embed_search_runs_hybrid_and_models_show_names_the_endpoint() {
-    let e = Env::new();
-    let fake = Fake::start(bow_reply);
+    let e = corpus();
+    let fake = Fake::openai(bow_reply);
     let v = e.search(&fake.base, &[]);
     assert_eq!(
         v["retrievers"],
@@ -139,8 +121,8 @@ fn remote_embed_search_runs_hybrid_and_models_show_names_the_endpoint() {
 
 #[test]
 fn remote_embed_search_with_the_endpoint_down_is_lexical_and_says_why() {
-    let e = Env::new();
-    let base = dead_base();
+    let e = corpus();
+    let base = dead_openai_base();
     let v = e.search(&base, &[]);
     assert_lexical(&v);
     let n = notes(&v);
@@ -159,15 +141,15 @@ fn remote_embed_search_with_the_endpoint_down_is_lexical_and_says_why() {
 
 #[test]
 fn remote_embed_query_faults_answer_lexically_and_say_what_failed() {
-    let e = Env::new();
+    let e = corpus();
     // Fill the vector store first, so later runs (dimension configured: no probe) go straight
     // to embedding the query.
-    let good = Fake::start(bow_reply);
+    let good = Fake::openai(bow_reply);
     e.search(&good.base, &[]);
     let dim = [("SKILLSEARCH_EMBEDDING_DIM", "64")];
 
     // Slow past the deadline: the search answers after about embedding_timeout_s.
-    let slow = Fake::start(|r| Reply::Late(Duration::from_secs(10), Box::new(bow_reply(r))));
+    let slow = Fake::openai(|r| Reply::Late(Duration::from_secs(10), Box::new(bow_reply(r))));
     let started = Instant::now();
     let v = e.search(
         &slow.base,
@@ -196,16 +178,16 @@ fn remote_embed_query_faults_answer_lexically_and_say_what_failed() {
     let cases: [(Responder, &str); 3] = [
         (|_| Reply::Body(200, "upstream error".into()), "not JSON"),
         (
-            |r| fake_openai::vectors(r, |_| serde_json::json!(["NaN", 1.0])),
+            |r| vectors(r, |_| serde_json::json!(["NaN", 1.0])),
             "not a finite number",
         ),
         (
-            |r| fake_openai::vectors(r, |_| serde_json::json!([1.0, 2.0])),
+            |r| vectors(r, |_| serde_json::json!([1.0, 2.0])),
             "dimension 2, expected 64",
         ),
     ];
     for (handler, expect) in cases {
-        let bad = Fake::start(handler);
+        let bad = Fake::openai(handler);
         let v = e.search(&bad.base, &dim);
         assert_lexical(&v);
         let n = notes(&v);

@@ -226,13 +226,10 @@ fn a_new_skill_is_seen_without_a_restart_and_sigterm_stops_cleanly() {
     let mut d = Daemon::start(&home, &skills, &[]);
     let (_, v) = d.post("/v1/search", &json!({"query": "zeppelin mooring"}));
     assert!(v["text"].as_str().unwrap().starts_with("No skill"));
-    let z = skills.join("zeppelin");
-    fs::create_dir_all(&z).unwrap();
-    fs::write(
-        z.join("SKILL.md"),
+    skillsearch_testkit::write_file(
+        &skills.join("zeppelin/SKILL.md"),
         "---\nname: zeppelin\ndescription: Moor a zeppelin safely\n---\nUse the mast.\n",
-    )
-    .unwrap();
+    );
     let started = Instant::now();
     loop {
         let (_, v) = d.post("/v1/search", &json!({"query": "zeppelin mooring"}));
@@ -307,14 +304,7 @@ fn tools_method_serves_the_golden_tool_strings_in_on_demand_mode() {
     let (status, v) = d.http("GET", "/v1/tools", b"", &[]);
     assert_eq!(status, 200);
     assert_eq!(v["mode"], "on_demand");
-    let golden = |f: &str| {
-        std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../skillsearch-core/tests/golden")
-                .join(f),
-        )
-        .unwrap()
-    };
+    let golden = skillsearch_testkit::golden_file;
     let tools = v["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["skill_search", "skill_read"]);
@@ -423,48 +413,29 @@ fn an_activated_plugin_brings_its_bundled_skills_into_the_block() {
     assert!(!v["text"].as_str().unwrap().contains("BDX-4471"), "{v}");
 }
 
-#[path = "../../skillsearch-core/tests/support/mod.rs"]
-mod support;
-
 /// The daemon with a hub and a chat model: hub hits join the answer, the gate reads the agent's
 /// tools from the request, and the answer cache keys on those tools.
 #[test]
 fn retrieve_with_a_hub_and_a_gate() {
-    use support::{Fake, Reply};
+    use skillsearch_testkit::{Fake, Reply, chat_reply, hub_ok, zip_of, zip_reply};
     let (_t, home, skills) = library();
-    let hub = Fake::start(|r| {
-        let ok = |result: Value| {
-            Reply::Json(
-                200,
-                json!({"error": "ok", "requestId": "f", "status": 0, "result": result}),
-            )
-        };
-        match r.path() {
-            "/openapi/v1/skills" => ok(json!({"items": [{"id": "u-ocr", "name": "pdf-ocr",
-                "description": "OCR scanned PDF pages before extracting tables", "quality_score": 0.9}]})),
-            "/openapi/v1/skills/u-ocr" => ok(json!({"id": "u-ocr", "name": "pdf-ocr",
-                "skill_md": "---\nname: pdf-ocr\n---\nRun ocrmypdf first. The hub word is TURNIP.\n"})),
-            "/openapi/v1/skills/u-ocr/download" => {
-                let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-                w.start_file("pdf-ocr/SKILL.md", zip::write::SimpleFileOptions::default())
-                    .unwrap();
-                w.write_all(b"---\nname: pdf-ocr\n---\nRun ocrmypdf first.\n")
-                    .unwrap();
-                Reply::Raw(200, "application/zip", w.finish().unwrap().into_inner())
-            }
-            _ => Reply::Json(404, json!({"error": "not found", "status": 60001})),
-        }
+    let hub = Fake::start(|r| match r.path.as_str() {
+        "/openapi/v1/skills" => hub_ok(json!({"items": [{"id": "u-ocr", "name": "pdf-ocr",
+            "description": "OCR scanned PDF pages before extracting tables", "quality_score": 0.9}]})),
+        "/openapi/v1/skills/u-ocr" => hub_ok(json!({"id": "u-ocr", "name": "pdf-ocr",
+            "skill_md": "---\nname: pdf-ocr\n---\nRun ocrmypdf first. The hub word is TURNIP.\n"})),
+        "/openapi/v1/skills/u-ocr/download" => zip_reply(zip_of(&[(
+            "pdf-ocr/SKILL.md",
+            b"---\nname: pdf-ocr\n---\nRun ocrmypdf first.\n",
+        )])),
+        _ => Reply::Json(404, json!({"error": "not found", "status": 60001})),
     });
     let model = Fake::start(|r| {
-        let content = if r.prompt().contains("You are a skill selector") {
+        chat_reply(if r.prompt().contains("You are a skill selector") {
             r#"{"plan": "ocr then extract", "skills": ["hub/u-ocr", "local/pdf-tables"]}"#
         } else {
             r#"{"rewritten_query": null}"#
-        };
-        Reply::Json(
-            200,
-            json!({"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}),
-        )
+        })
     });
     let model_base = format!("{}/v1", model.base);
     let d = Daemon::start_with_env(

@@ -1,0 +1,13 @@
+//! Test helpers shared by the skillsearch crates (a dev-dependency only): one fake HTTP server
+//! for the model, embeddings and hub endpoints ([`Fake`]), a temporary home and skill library
+//! ([`Env`]), skill files ([`write_skill`]), golden files ([`golden`]) and zip bundles
+//! ([`zip_of`]).
+
+mod fake;
+mod files;
+
+pub use fake::{
+    BOW_DIM, Fake, Reply, Req, Responder, bag_of_words, bow_reply, chat_reply, dead_base,
+    dead_openai_base, hub_ok, vectors, zip_reply,
+};
+pub use files::{Env, golden, golden_file, write_file, write_skill, write_titled_skill, zip_of};
