@@ -5,7 +5,7 @@ use serde::Serialize;
 use skillsearch_core::eval::percentile;
 use skillsearch_core::index::{self, IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::search::SearchOptions;
-use skillsearch_core::{GateEnv, Roots, corpus};
+use skillsearch_core::{EligibilityEnv, Roots, corpus};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -382,7 +382,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     r.queries = queries.len();
     say(&format!("{} warm queries", queries.len()));
     let opts = SearchOptions::default();
-    let gate = GateEnv::from_process();
+    let gate = EligibilityEnv::from_process();
     for q in queries.iter().take(20) {
         idx.search(q, &opts, &gate)?;
     }
@@ -721,7 +721,11 @@ pub fn search_child(skills: &Path, home: &Path, query: &str) -> Result<()> {
     let cfg = IndexConfig::new(home);
     let t = Instant::now();
     let (idx, _) = SkillIndex::open(&roots, &cfg, Refresh::Never, &|_| {})?;
-    let res = idx.search(query, &SearchOptions::default(), &GateEnv::from_process())?;
+    let res = idx.search(
+        query,
+        &SearchOptions::default(),
+        &EligibilityEnv::from_process(),
+    )?;
     println!(
         "{}",
         serde_json::json!({

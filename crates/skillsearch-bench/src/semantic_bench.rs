@@ -10,7 +10,7 @@ use skillsearch_core::eval::percentile;
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::search::{Retriever, SearchOptions};
 use skillsearch_core::semantic::{Semantic, SemanticSlot};
-use skillsearch_core::{GateEnv, Roots, corpus};
+use skillsearch_core::{EligibilityEnv, Roots, corpus};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -255,7 +255,7 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
     }
     let [embed_q, lexical_q, semantic_q, hybrid_q] = phases;
     r.queries = n;
-    let gate = GateEnv::from_process();
+    let gate = EligibilityEnv::from_process();
     let opts = |retriever| SearchOptions {
         retriever,
         ..SearchOptions::default()

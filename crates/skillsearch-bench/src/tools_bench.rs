@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::plan::{self, Inventory, Matched};
 use skillsearch_core::tokens::TokenCounter;
-use skillsearch_core::{GateEnv, Roots, SearchOptions};
+use skillsearch_core::{EligibilityEnv, Roots, SearchOptions};
 use std::path::Path;
 use std::time::Instant;
 
@@ -379,7 +379,7 @@ pub fn run(n_plugins: usize, as_json: bool) -> Result<()> {
         &|_| {},
     )
     .context("cannot build the scenario's index")?;
-    let gate = GateEnv::allow_all();
+    let gate = EligibilityEnv::allow_all();
     let opts = SearchOptions {
         top_k: 2,
         ..SearchOptions::default()

@@ -560,7 +560,7 @@ impl SkillIndex {
     /// of those skills.
     pub fn managed_plugins(
         &self,
-        gate: &crate::gate::GateEnv,
+        gate: &crate::eligibility::EligibilityEnv,
     ) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
         let mut managed = std::collections::BTreeMap::new();
         for (plugin, skills) in self.activations()? {
@@ -1313,7 +1313,7 @@ mod tests {
 
     #[test]
     fn decoded_postings_are_kept_per_segment_and_a_new_generation_is_searched_afresh() {
-        use crate::gate::GateEnv;
+        use crate::eligibility::EligibilityEnv;
         use crate::search::SearchOptions;
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("skills");
@@ -1321,7 +1321,7 @@ mod tests {
         skill("pdf", "Extract tables from PDF files");
         skill("csv", "Clean up comma separated files");
         let idx = open_over(tmp.path(), &root);
-        let (opts, gate) = (SearchOptions::default(), GateEnv::default());
+        let (opts, gate) = (SearchOptions::default(), EligibilityEnv::default());
         let ids = |idx: &SkillIndex| -> Vec<String> {
             let r = idx.search("tables", &opts, &gate).unwrap();
             r.hits.iter().map(|h| h.id.clone()).collect()

@@ -2,9 +2,9 @@
 //! deterministic ties, then name-collision shadowing and eligibility gating of the hits.
 
 use crate::analyzer;
+use crate::eligibility::{EligibilityEnv, Exclusion};
 use crate::error::Result;
 use crate::frontmatter::SkillMeta;
-use crate::gate::{Exclusion, GateEnv};
 use crate::index::{SegmentColumns, SkillIndex};
 use crate::maxscore::{self, TermPostings};
 use crate::semantic::SemanticSlot;
@@ -256,7 +256,7 @@ impl SkillIndex {
         &self,
         query: &str,
         opts: &SearchOptions,
-        gate: &GateEnv,
+        gate: &EligibilityEnv,
     ) -> Result<SearchResult> {
         self.search_with(query, opts, gate, None)
     }
@@ -268,7 +268,7 @@ impl SkillIndex {
         &self,
         query: &str,
         opts: &SearchOptions,
-        gate: &GateEnv,
+        gate: &EligibilityEnv,
         semantic: Option<&SemanticSlot>,
     ) -> Result<SearchResult> {
         let _searching = self.searching();
@@ -281,7 +281,7 @@ impl SkillIndex {
         &self,
         query: &str,
         opts: &SearchOptions,
-        gate: &GateEnv,
+        gate: &EligibilityEnv,
         semantic_given: Option<&SemanticSlot>,
     ) -> Result<SearchResult> {
         let searcher = self.searcher();
@@ -504,7 +504,7 @@ impl SkillIndex {
         searcher: &Searcher,
         ranked: Vec<Candidate>,
         opts: &SearchOptions,
-        gate: &GateEnv,
+        gate: &EligibilityEnv,
         result: &mut SearchResult,
     ) -> Result<()> {
         result.hits.clear();

@@ -1,7 +1,7 @@
 //! The persistent index against real files: incremental refresh, collisions, gating, corruption.
 
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
-use skillsearch_core::{GateEnv, Roots, SearchOptions};
+use skillsearch_core::{EligibilityEnv, Roots, SearchOptions};
 use skillsearch_testkit::{write_file, write_skill};
 use std::fs;
 use std::path::Path;
@@ -19,7 +19,7 @@ fn ids(idx: &SkillIndex, q: &str) -> Vec<String> {
         top_k: 10,
         ..SearchOptions::default()
     };
-    idx.search(q, &opts, &GateEnv::allow_all())
+    idx.search(q, &opts, &EligibilityEnv::allow_all())
         .unwrap()
         .hits
         .into_iter()
@@ -133,7 +133,7 @@ fn first_root_wins_a_name_collision_and_same_root_duplicates_are_kept() {
         ..SearchOptions::default()
     };
     let r = idx
-        .search("deploy staging", &opts, &GateEnv::allow_all())
+        .search("deploy staging", &opts, &EligibilityEnv::allow_all())
         .unwrap();
     let hits: Vec<_> = r.hits.iter().map(|h| (h.root, h.id.as_str())).collect();
     assert!(hits.contains(&(0, "deploy")));
@@ -175,7 +175,7 @@ fn gating_drops_ineligible_hits_with_reasons_and_refills_from_lower_ranks() {
         ..SearchOptions::default()
     };
     let r = idx
-        .search("convert video", &opts, &GateEnv::from_process())
+        .search("convert video", &opts, &EligibilityEnv::from_process())
         .unwrap();
     assert_eq!(r.hits.len(), 1);
     assert_eq!(r.hits[0].id, "plain");
@@ -199,7 +199,11 @@ fn corpus_stopwords_and_deterministic_ties() {
     }
     let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
     let r = idx
-        .search("widget", &SearchOptions::default(), &GateEnv::allow_all())
+        .search(
+            "widget",
+            &SearchOptions::default(),
+            &EligibilityEnv::allow_all(),
+        )
         .unwrap();
     assert!(
         r.hits.is_empty(),
@@ -211,7 +215,7 @@ fn corpus_stopwords_and_deterministic_ties() {
         .search(
             "skill 03 07",
             &SearchOptions::default(),
-            &GateEnv::allow_all(),
+            &EligibilityEnv::allow_all(),
         )
         .unwrap();
     let ids1: Vec<_> = first.hits.iter().map(|h| h.id.clone()).collect();
@@ -300,7 +304,7 @@ fn ties_break_by_id_across_segments_whatever_the_insertion_order() {
         ..SearchOptions::default()
     };
     let r = idx
-        .search("invoices pdf", &opts, &GateEnv::allow_all())
+        .search("invoices pdf", &opts, &EligibilityEnv::allow_all())
         .unwrap();
     let got: Vec<_> = r.hits.iter().map(|h| h.id.as_str()).collect();
     assert_eq!(got, ["s01", "s03"]);
@@ -329,7 +333,7 @@ fn a_long_query_keeps_its_rarest_terms() {
             max_query_terms,
             ..SearchOptions::default()
         };
-        idx.search("report chart invoice", &opts, &GateEnv::allow_all())
+        idx.search("report chart invoice", &opts, &EligibilityEnv::allow_all())
             .unwrap()
     };
     let all = search(0);

@@ -9,7 +9,7 @@ use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::search::Retriever;
 use skillsearch_core::tokens::TokenCounter;
 use skillsearch_core::turn::Retrieval;
-use skillsearch_core::{Engine, GateEnv, Roots, SearchOptions, Turn};
+use skillsearch_core::{EligibilityEnv, Engine, Roots, SearchOptions, Turn};
 use skillsearch_testkit::{
     Fake, Reply, Req, chat_reply, dead_base, hub_ok, write_skill, zip_of, zip_reply,
 };
@@ -128,7 +128,7 @@ fn remote(home: &Path, env: &[(&str, &str)]) -> Engine {
     })
     .unwrap();
     let e = Engine::new(&s, home)
-        .with_eligibility(GateEnv::allow_all())
+        .with_eligibility(EligibilityEnv::allow_all())
         .with_counter(TokenCounter::estimating())
         .with_search_options(SearchOptions {
             retriever: Retriever::Lexical,

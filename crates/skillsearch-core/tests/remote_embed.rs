@@ -10,7 +10,7 @@ use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::llm::RemoteEmbedder;
 use skillsearch_core::search::{Retriever, SearchResult};
 use skillsearch_core::semantic::{Semantic, SemanticSlot};
-use skillsearch_core::{GateEnv, Roots, SearchOptions};
+use skillsearch_core::{EligibilityEnv, Roots, SearchOptions};
 use skillsearch_testkit::{
     BOW_DIM, Fake, Reply, Responder, bow_reply, dead_openai_base, vectors, write_titled_skill,
 };
@@ -90,7 +90,7 @@ fn search(c: &Corpus, q: &str, r: Retriever) -> SearchResult {
         ..SearchOptions::default()
     };
     c.idx
-        .search_with(q, &opts, &GateEnv::allow_all(), Some(&c.slot))
+        .search_with(q, &opts, &EligibilityEnv::allow_all(), Some(&c.slot))
         .unwrap()
 }
 

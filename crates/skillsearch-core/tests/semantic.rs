@@ -6,7 +6,7 @@ use skillsearch_core::embed::{Embedder, LocalEmbedder};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::search::Retriever;
 use skillsearch_core::semantic::{Semantic, SemanticSlot};
-use skillsearch_core::{GateEnv, Roots, SearchOptions};
+use skillsearch_core::{EligibilityEnv, Roots, SearchOptions};
 use skillsearch_testkit::{write_file, write_titled_skill};
 use std::path::Path;
 use std::sync::Arc;
@@ -121,7 +121,7 @@ fn top(
     r: Retriever,
 ) -> (Vec<String>, Vec<&'static str>, Vec<String>) {
     let res = idx
-        .search_with(q, &opts(r), &GateEnv::allow_all(), Some(slot))
+        .search_with(q, &opts(r), &EligibilityEnv::allow_all(), Some(slot))
         .unwrap();
     (
         res.hits.into_iter().map(|h| h.id).collect(),
@@ -236,7 +236,7 @@ fn gating_and_shadowing_apply_to_semantic_hits_too() {
         .search_with(
             "payment",
             &opts(Retriever::Semantic),
-            &GateEnv::from_process(),
+            &EligibilityEnv::from_process(),
             Some(&slot),
         )
         .unwrap();

@@ -4,7 +4,7 @@
 use skillsearch_core::config::{self, Layers};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::turn::tools::*;
-use skillsearch_core::{Engine, GateEnv, Roots, SearchOptions, Turn};
+use skillsearch_core::{EligibilityEnv, Engine, Roots, SearchOptions, Turn};
 use skillsearch_testkit::golden;
 use std::fs;
 use std::path::PathBuf;
@@ -103,7 +103,7 @@ fn library() -> Lib {
 fn engine() -> Engine {
     let s = config::resolve(&Layers::default()).unwrap();
     Engine::new(&s, std::path::Path::new("/nonexistent"))
-        .with_eligibility(GateEnv::allow_all())
+        .with_eligibility(EligibilityEnv::allow_all())
         .with_search_options(SearchOptions::default())
 }
 

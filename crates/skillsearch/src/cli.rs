@@ -10,7 +10,7 @@ use skillsearch_core::semantic::SemanticSlot;
 use skillsearch_core::tokens::{self, TokenCounter};
 use skillsearch_core::turn::decision_log::DecisionLog;
 use skillsearch_core::turn::render::{self, RenderSkill};
-use skillsearch_core::{Engine, GateEnv, Roots, Turn, corpus};
+use skillsearch_core::{EligibilityEnv, Engine, Roots, Turn, corpus};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -979,7 +979,7 @@ fn cmd_show(
     };
     let rendered = render::render(&[skill], render::HEADING, None, &TokenCounter::new());
     if json {
-        let eligibility = GateEnv::from_process().check(&hit.meta).err();
+        let eligibility = EligibilityEnv::from_process().check(&hit.meta).err();
         let v = serde_json::json!({
             "hit": hit,
             "metadata": hit.meta,
@@ -1039,7 +1039,7 @@ fn tool_funnel(home: &Path, s: &Settings, tools: &Path) -> Result<(usize, usize,
         &roots_of(s)?,
         Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms)),
     )?;
-    let gate = GateEnv::from_process();
+    let gate = EligibilityEnv::from_process();
     let managed = idx.managed_plugins(&gate)?;
     let p = plan::plan(
         &[],
@@ -1066,7 +1066,7 @@ fn cmd_stats(
 ) -> Result<u8> {
     let (idx, _) = open_index(home, roots, Refresh::Always)?;
     let keys = idx.doc_keys()?;
-    let gate = GateEnv::from_process();
+    let gate = EligibilityEnv::from_process();
     let skills = idx.skills()?;
     let mut excluded: BTreeMap<String, usize> = BTreeMap::new();
     let mut excluded_skills = Vec::new();
@@ -1215,7 +1215,7 @@ fn cmd_eval(
         tracing::warn!("{}: {warning}", queries.display());
     }
     // Eval measures ranking, so it does not gate on this machine's PATH or environment.
-    let gate = GateEnv::allow_all();
+    let gate = EligibilityEnv::allow_all();
     let mut scores = Vec::with_capacity(labelled.len());
     let mut latencies = Vec::with_capacity(labelled.len());
     let mut ran = std::collections::BTreeSet::new();

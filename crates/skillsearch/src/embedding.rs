@@ -424,7 +424,7 @@ pub(crate) fn add_model(home: &Path, dir: &Path, name: Option<&str>) -> Result<s
 mod tests {
     use super::*;
     use skillsearch_core::index::{IndexConfig, Refresh};
-    use skillsearch_core::{GateEnv, Roots, SearchOptions};
+    use skillsearch_core::{EligibilityEnv, Roots, SearchOptions};
     use skillsearch_testkit::{BOW_DIM, Fake, Reply, bow_reply, dead_openai_base, write_skill};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
@@ -466,7 +466,7 @@ mod tests {
         idx.search_with(
             "transcribe a voice recording",
             &opts,
-            &GateEnv::allow_all(),
+            &EligibilityEnv::allow_all(),
             Some(slot),
         )
         .unwrap()

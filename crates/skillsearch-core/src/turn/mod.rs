@@ -17,8 +17,8 @@ pub use pipeline::{CONTEXT_PREAMBLE, RenderOptions, Retrieval, injected_context}
 pub use report::{GateReport, RewriteReport, SourceReport, Stages};
 
 use crate::config::Settings;
+use crate::eligibility::EligibilityEnv;
 use crate::error::Result;
-use crate::gate::GateEnv;
 use crate::index::SkillIndex;
 use crate::plan::{self, Inventory, Matched, Plan, ToolSpec};
 use crate::remote::Remote;
@@ -121,7 +121,7 @@ pub struct Engine {
     settings: Settings,
     search: SearchOptions,
     render: RenderOptions,
-    eligibility: GateEnv,
+    eligibility: EligibilityEnv,
     counter: TokenCounter,
     remote: Remote,
     inventory: Inventory,
@@ -141,7 +141,7 @@ impl Engine {
         Engine {
             search: SearchOptions::from_settings(settings, settings.top_k),
             render: RenderOptions::from_settings(settings, &inventory),
-            eligibility: GateEnv::from_process(),
+            eligibility: EligibilityEnv::from_process(),
             counter: TokenCounter::new(),
             remote: Remote::from_settings(settings, home),
             log: settings
@@ -170,7 +170,7 @@ impl Engine {
     }
 
     /// The same engine judging eligibility against `env` instead of this process.
-    pub fn with_eligibility(mut self, env: GateEnv) -> Engine {
+    pub fn with_eligibility(mut self, env: EligibilityEnv) -> Engine {
         self.eligibility = env;
         self
     }
@@ -193,7 +193,7 @@ impl Engine {
         &self.remote
     }
 
-    pub fn eligibility(&self) -> &GateEnv {
+    pub fn eligibility(&self) -> &EligibilityEnv {
         &self.eligibility
     }
 

@@ -11,8 +11,8 @@ use super::report::{GateReport, RewriteReport, SourceReport, Stages};
 use super::{Engine, Turn};
 use crate::config::Settings;
 use crate::corpus;
+use crate::eligibility::EligibilityEnv;
 use crate::error::Result;
-use crate::gate::GateEnv;
 use crate::hub::{HubSearch, HubSource};
 use crate::index::SkillIndex;
 use crate::llm::{self, GateCandidate, GateOptions};
@@ -209,7 +209,7 @@ impl<'t> TurnState<'t> {
     fn fan_out(
         &mut self,
         index: &SkillIndex,
-        eligibility: &GateEnv,
+        eligibility: &EligibilityEnv,
         semantic: &SemanticSlot,
         remote: &Remote,
         turn: &Turn,

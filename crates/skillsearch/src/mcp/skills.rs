@@ -24,7 +24,7 @@ use rmcp::model::{
 use serde_json::Value;
 use skillsearch_core::corpus::SKIP_DIRS;
 use skillsearch_core::frontmatter;
-use skillsearch_core::{GateEnv, SkillIndex};
+use skillsearch_core::{EligibilityEnv, SkillIndex};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -65,7 +65,7 @@ pub struct Catalogue {
 impl Catalogue {
     /// The skills of `index` a client may list: valid, not shadowed, eligible under `gate`,
     /// with a name the spec accepts, the first of each name.
-    pub fn build(index: &SkillIndex, gate: &GateEnv) -> skillsearch_core::Result<Catalogue> {
+    pub fn build(index: &SkillIndex, gate: &EligibilityEnv) -> skillsearch_core::Result<Catalogue> {
         let mut entries: Vec<Entry> = Vec::new();
         let mut by_name: HashMap<String, usize> = HashMap::new();
         for (hit, shadowed) in index.skills()? {

@@ -16,9 +16,9 @@ pub struct Exclusion {
     pub reason: String,
 }
 
-/// What the gate checks against. [`GateEnv::from_process`] reads the current process.
+/// What the gate checks against. [`EligibilityEnv::from_process`] reads the current process.
 #[derive(Debug, Default)]
-pub struct GateEnv {
+pub struct EligibilityEnv {
     /// OpenClaw platform name: `linux`, `darwin` or `win32`.
     pub os: String,
     /// Environment variables that are set and non-empty.
@@ -31,7 +31,7 @@ pub struct GateEnv {
     bins: Mutex<HashMap<String, bool>>,
 }
 
-impl GateEnv {
+impl EligibilityEnv {
     pub fn from_process() -> Self {
         let os = match std::env::consts::OS {
             "macos" => "darwin",
@@ -46,7 +46,7 @@ impl GateEnv {
         let path_dirs = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).collect())
             .unwrap_or_default();
-        GateEnv {
+        EligibilityEnv {
             os,
             env,
             path_dirs,
@@ -62,7 +62,7 @@ impl GateEnv {
         path_dirs: Vec<PathBuf>,
         host_config: Option<Value>,
     ) -> Self {
-        GateEnv {
+        EligibilityEnv {
             os: os.to_owned(),
             env,
             path_dirs,
@@ -74,9 +74,9 @@ impl GateEnv {
 
     /// A gate that admits every skill: ranking is measured without this machine's PATH or env.
     pub fn allow_all() -> Self {
-        GateEnv {
+        EligibilityEnv {
             allow_all: true,
-            ..GateEnv::default()
+            ..EligibilityEnv::default()
         }
     }
 
@@ -229,13 +229,13 @@ mod tests {
         }
     }
 
-    fn env_with_bin(bin: &str) -> (tempfile::TempDir, GateEnv) {
+    fn env_with_bin(bin: &str) -> (tempfile::TempDir, EligibilityEnv) {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join(bin);
         std::fs::write(&p, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let env = GateEnv::new(
+        let env = EligibilityEnv::new(
             "linux",
             HashSet::from(["HAVE".to_owned()]),
             vec![tmp.path().to_path_buf()],
@@ -326,7 +326,7 @@ mod tests {
             "plugins": {"entries": {"big": {"enabled": true}}},
             "skills": {"entries": {"s": {"apiKey": "k"}, "off": {"enabled": false}}}
         });
-        let env = GateEnv::new("linux", HashSet::new(), vec![], Some(cfg));
+        let env = EligibilityEnv::new("linux", HashSet::new(), vec![], Some(cfg));
         let m = meta(OpenClawMeta {
             primary_env: Some("KEY".into()),
             requires: Requires {
