@@ -1,8 +1,8 @@
 //! One turn, as every surface delivers it. [`Engine`] is built once per process from the
 //! settings and owns everything a turn needs besides the index: the ranking and render options,
-//! the eligibility env, the token counter, the remote parts (hub, rewrite, gate) and the
-//! decision log. The hook, the CLI, the MCP server and the daemon each hold an `Engine` and a
-//! transport; none of them assembles the pipeline.
+//! the eligibility env, the token counter, the remote parts (hub, rewrite, gate), the
+//! decision log and the semantic retriever's slot. The hook, the CLI, the MCP server and the
+//! daemon each hold an `Engine` and a transport; none of them assembles the pipeline.
 //!
 //! The pipeline itself (rewrite → fan out → fuse → hydrate → dedup → gate → top_k → install →
 //! render) is in [`pipeline`]; the two `on_demand` tools and their strings in [`tools`].
