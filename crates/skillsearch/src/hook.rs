@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use skillsearch_core::config::Mode;
 use skillsearch_core::index::Refresh;
 use skillsearch_core::tokens::TokenCounter;
-use skillsearch_core::turn::decision_log::Decision;
+use skillsearch_core::turn::decision_log::{Decision, DecisionLog};
 use skillsearch_core::turn::{self, Retrieval};
 use skillsearch_core::{Engine, Turn};
 use std::io::{Read, Write};
@@ -105,8 +105,6 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
             return 0;
         }
     };
-    // Estimated token counts: loading the BPE tables costs more than the whole turn may.
-    let engine = Arc::new(Engine::new(&s, home).with_counter(TokenCounter::estimating()));
     let mut decision = Decision::new("hook", host.name(), s.mode.as_str(), &query);
     let context = match (&input, s.mode) {
         (Err(e), _) => {
@@ -116,6 +114,10 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
         (Ok(_), Mode::OnDemand) => String::new(),
         (Ok(_), Mode::Auto) if query.trim().is_empty() => String::new(),
         (Ok(_), Mode::Auto) => {
+            // Only a turn that retrieves builds the engine (its remote clients, the plugin
+            // inventory). Estimated token counts: loading the BPE tables costs more than the
+            // whole turn may.
+            let engine = Arc::new(Engine::new(&s, home).with_counter(TokenCounter::estimating()));
             retrieve_within_deadline(home, &engine, cwd, &query, &mut decision, started)
         }
     };
@@ -123,10 +125,12 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
     decision
         .elapsed_ms
         .insert("total".into(), turn::ms_since(started));
-    if let Err(e) = engine.record(&decision) {
+    if let Some(log) = DecisionLog::from_settings(&s)
+        && let Err(e) = log.append(&decision)
+    {
         eprintln!(
             "skillsearch hook: cannot write the decision log {}: {e}",
-            engine.log_path().unwrap_or(Path::new("")).display()
+            log.path().display()
         );
     }
     0

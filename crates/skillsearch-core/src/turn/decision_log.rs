@@ -215,6 +215,14 @@ impl DecisionLog {
         }
     }
 
+    /// The log the settings configure (`log_path`, `log_max_bytes`); `None` when it is off.
+    pub fn from_settings(s: &crate::config::Settings) -> Option<DecisionLog> {
+        s.log_path
+            .as_ref()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| DecisionLog::new(p, s.log_max_bytes))
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -144,11 +144,7 @@ impl Engine {
             eligibility: EligibilityEnv::from_process(),
             counter: TokenCounter::new(),
             remote: Remote::from_settings(settings, home),
-            log: settings
-                .log_path
-                .as_ref()
-                .filter(|p| !p.as_os_str().is_empty())
-                .map(|p| DecisionLog::new(p, settings.log_max_bytes)),
+            log: DecisionLog::from_settings(settings),
             inventory,
             settings: settings.clone(),
             semantic: Arc::default(),
