@@ -3,30 +3,33 @@
 //! the way OpenClaw does, and renders the block a model reads.
 //!
 //! This crate never prints and holds no global state; binaries and host adapters sit on top.
+//! A surface builds one [`Engine`] from the settings and runs every turn on it; the modules
+//! below it are public where a surface or a benchmark reads them (settings, the index, ranking
+//! options, evaluation, embedders), private otherwise.
 
-pub mod analyzer;
-pub mod breaker;
+mod analyzer;
+mod breaker;
 pub mod bundle;
 pub mod config;
 pub mod corpus;
-pub mod diagnostic;
-pub mod eligibility;
+mod diagnostic;
+mod eligibility;
 pub mod embed;
-pub mod error;
+mod error;
 pub mod eval;
 pub mod fifo;
 pub mod frontmatter;
-pub mod fusion;
-pub mod hub;
+mod fusion;
+mod hub;
 pub mod index;
 pub mod llm;
-pub mod maxscore;
+mod maxscore;
 pub mod plan;
-pub mod relevance;
-pub mod remote;
+mod relevance;
+mod remote;
 pub mod search;
 pub mod semantic;
-pub mod source;
+mod source;
 pub mod tokens;
 pub mod turn;
 

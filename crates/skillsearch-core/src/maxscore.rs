@@ -99,10 +99,6 @@ impl Decoded {
         self.docs.len() - 1
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The heap bytes it holds, for a cache's budget.
     pub fn bytes(&self) -> usize {
         self.docs.capacity() * 4
