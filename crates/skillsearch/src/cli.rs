@@ -890,13 +890,17 @@ fn cmd_search(
             tracing::warn!("{d}");
         }
     }
-    let engine = Engine::new(s, home).with_search_options(opts.clone());
+    let slot = std::sync::Arc::new(SemanticSlot::default());
     if opts.retriever != Retriever::Lexical
-        && let Some(note) = crate::embedding::attach_now(home, s, &idx, engine.semantic())
+        && let Some(note) = crate::embedding::attach_now(home, s, &idx, &slot)
     {
         tracing::warn!("{note}");
     }
     if let SearchOutput::Render = &output {
+        // Only a rendered turn needs the engine (its remote clients, the plugin inventory).
+        let engine = Engine::new(s, home)
+            .with_search_options(opts.clone())
+            .with_semantic(slot);
         let r = engine.retrieve(&idx, query, &Turn::until(engine.deadline(started)))?;
         for n in &r.notes {
             tracing::warn!("{n}");
@@ -913,7 +917,7 @@ fn cmd_search(
         out.line(&r.text)?;
         return Ok(0);
     }
-    let result = engine.search(&idx, query, opts)?;
+    let result = idx.search_with(query, opts, &EligibilityEnv::from_process(), Some(&slot))?;
     let code = if result.hits.is_empty() {
         EXIT_NO_HITS
     } else {

@@ -241,7 +241,6 @@ pub(crate) struct Background {
 
 #[derive(Default)]
 struct BgState {
-    semantic: Option<Arc<Semantic>>,
     indexes: Vec<Weak<SkillIndex>>,
     /// Why retrieval is lexical: for good (no model, a broken one) or until the next attempt.
     note: Option<String>,
@@ -313,14 +312,13 @@ impl Background {
     /// or why searches stay lexical.
     fn set(&self, semantic: Option<Arc<Semantic>>, note: Option<String>) {
         let mut st = self.lock();
-        match &semantic {
-            Some(sem) => self.slot.attach(sem.clone()),
+        match semantic {
+            Some(sem) => self.slot.attach(sem),
             None => {
                 st.attempts += 1;
                 self.slot.set_off(note.clone());
             }
         }
-        st.semantic = semantic;
         st.note = note;
     }
 
@@ -336,7 +334,7 @@ impl Background {
     pub(crate) fn status(&self) -> serde_json::Value {
         let st = self.lock();
         serde_json::json!({
-            "model": st.semantic.as_ref().map(|s| s.model().to_owned()),
+            "model": self.slot.get().map(|s| s.model().to_owned()),
             "note": st.note,
             "failed_attempts": st.attempts,
         })

@@ -171,6 +171,13 @@ impl Engine {
         self
     }
 
+    /// The same engine ranking with the semantic retriever in `slot` (one a caller already
+    /// filled).
+    pub fn with_semantic(mut self, slot: Arc<SemanticSlot>) -> Engine {
+        self.semantic = slot;
+        self
+    }
+
     /// The same engine with a token budget for rendered blocks (`None`: no limit).
     pub fn with_token_budget(mut self, budget: Option<usize>) -> Engine {
         self.render.token_budget = budget;
@@ -206,7 +213,7 @@ impl Engine {
     /// A lexical search of `index` or, when the engine has a semantic retriever, the
     /// retrievers `opts` asks for (the plan's and bundled skills' search; [`Engine::retrieve`]
     /// runs the whole turn).
-    pub fn search(
+    fn search(
         &self,
         index: &SkillIndex,
         query: &str,
