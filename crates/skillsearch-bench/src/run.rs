@@ -4,7 +4,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use skillsearch_core::eval::percentile;
 use skillsearch_core::index::{self, IndexConfig, Refresh, SkillIndex};
-use skillsearch_core::search::SearchOptions;
+use skillsearch_core::retrieve::SearchOptions;
 use skillsearch_core::{EligibilityEnv, Roots, corpus};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

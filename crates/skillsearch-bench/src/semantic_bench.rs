@@ -5,11 +5,11 @@
 use crate::run::{ms, query_set};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use skillsearch_core::embed::{Embedder, LocalEmbedder};
 use skillsearch_core::eval::percentile;
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
-use skillsearch_core::search::{Retriever, SearchOptions};
-use skillsearch_core::semantic::{Semantic, SemanticSlot};
+use skillsearch_core::retrieve::embed::{Embedder, LocalEmbedder};
+use skillsearch_core::retrieve::semantic::{Semantic, SemanticSlot};
+use skillsearch_core::retrieve::{Retriever, SearchOptions};
 use skillsearch_core::{EligibilityEnv, Roots, corpus};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -98,7 +98,7 @@ fn synthetic_vector(key: u64, dim: usize) -> Vec<f32> {
             (z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
         })
         .collect();
-    skillsearch_core::embed::l2_normalise(&mut v);
+    skillsearch_core::retrieve::embed::l2_normalise(&mut v);
     v
 }
 

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result, bail};
 use skillsearch_core::corpus::SKILL_FILE;
-use skillsearch_core::frontmatter;
+use skillsearch_core::corpus::frontmatter;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

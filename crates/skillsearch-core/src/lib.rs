@@ -7,40 +7,25 @@
 //! below it are public where a surface or a benchmark reads them (settings, the index, ranking
 //! options, evaluation, embedders), private otherwise.
 
-mod analyzer;
-mod breaker;
-pub mod bundle;
 pub mod config;
 pub mod corpus;
-mod diagnostic;
-mod eligibility;
-pub mod embed;
 mod error;
 pub mod eval;
-pub mod fifo;
-pub mod frontmatter;
-mod fusion;
-mod hub;
 pub mod index;
-pub mod llm;
-mod maxscore;
 pub mod plan;
-mod relevance;
-mod remote;
-pub mod search;
-pub mod semantic;
-mod source;
+pub mod remote;
+pub mod retrieve;
 pub mod tokens;
 pub mod turn;
 
+pub use corpus::diagnostic::{Diagnostic, Severity};
+pub use corpus::eligibility::EligibilityEnv;
 pub use corpus::{Root, Roots};
-pub use diagnostic::{Diagnostic, Severity};
-pub use eligibility::EligibilityEnv;
-pub use embed::Embedder;
 pub use error::{Error, Result};
-pub use hub::{HubClient, HubSettings, HubSource};
 pub use index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
 pub use remote::Remote;
-pub use search::{Hit, SearchOptions, SearchResult};
-pub use source::{RemoteHit, SkillSource};
+pub use remote::hub::{HubClient, HubSettings, HubSource};
+pub use remote::source::{RemoteHit, SkillSource};
+pub use retrieve::embed::Embedder;
+pub use retrieve::{Hit, SearchOptions, SearchResult};
 pub use turn::{Engine, Turn};

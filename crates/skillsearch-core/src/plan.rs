@@ -4,8 +4,8 @@
 //! tools and unmanaged plugins' tools are always shown, so a corpus without `activates` behaves
 //! exactly as before. When unsure (a tool two plugins claim, a bad manifest), the tool is shown.
 
-use crate::diagnostic::Diagnostic;
-use crate::frontmatter::SkillMeta;
+use crate::corpus::diagnostic::Diagnostic;
+use crate::corpus::frontmatter::SkillMeta;
 use crate::tokens::TokenCounter;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -298,8 +298,8 @@ pub struct Matched<'a> {
     pub meta: &'a SkillMeta,
 }
 
-impl<'a> From<&'a crate::search::Hit> for Matched<'a> {
-    fn from(h: &'a crate::search::Hit) -> Self {
+impl<'a> From<&'a crate::retrieve::Hit> for Matched<'a> {
+    fn from(h: &'a crate::retrieve::Hit) -> Self {
         Matched {
             id: &h.qualified_id,
             meta: &h.meta,
@@ -442,7 +442,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frontmatter::OpenClawMeta;
+    use crate::corpus::frontmatter::OpenClawMeta;
 
     fn plugin_dir(root: &Path, id: &str, manifest: &str) {
         let d = root.join(id);

@@ -3,8 +3,8 @@
 //! error (or an empty answer) within its deadline, with nothing half-written in the cache.
 
 use serde_json::{Value, json};
-use skillsearch_core::bundle;
 use skillsearch_core::config::Secret;
+use skillsearch_core::corpus::bundle;
 use skillsearch_core::{Error, HubClient, HubSettings, HubSource, Roots, SkillSource};
 use skillsearch_testkit::{Fake, Reply, hub_ok, zip_of, zip_reply};
 use std::collections::HashMap;

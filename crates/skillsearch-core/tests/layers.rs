@@ -1,5 +1,5 @@
-//! The engine's modules form no circle, and nothing below `turn/` names it (ARCHITECTURE.md,
-//! "Layers point down"). Read from the sources: a module depends on another when its code (tests
+//! The engine's modules form no circle, point down through fixed layers, and nothing below
+//! `turn/` names it (ARCHITECTURE.md, "Layers point down"). Read from the sources: a module depends on another when its code (tests
 //! and doc links left out) names `crate::<other>`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -112,4 +112,35 @@ fn nothing_below_turn_names_it() {
         .map(|(m, _)| m)
         .collect();
     assert!(above.is_empty(), "modules that depend on turn/: {above:?}");
+}
+
+/// The engine's folders, lowest first (ARCHITECTURE.md, "Code map"). A module may name only
+/// modules of a lower layer.
+const LAYERS: &[&[&str]] = &[
+    &["error", "config", "tokens", "eval"],
+    &["corpus"],
+    &["index"],
+    &["retrieve"],
+    &["remote", "plan"],
+    &["turn"],
+];
+
+#[test]
+fn every_module_names_only_lower_layers() {
+    let g = graph();
+    let layer = |m: &str| LAYERS.iter().position(|l| l.contains(&m));
+    let unplaced: Vec<&String> = g.keys().filter(|m| layer(m).is_none()).collect();
+    assert!(unplaced.is_empty(), "modules not in LAYERS: {unplaced:?}");
+    let upward: Vec<String> = g
+        .iter()
+        .flat_map(|(m, deps)| {
+            deps.iter()
+                .filter(|d| layer(d) >= layer(m))
+                .map(move |d| format!("{m} -> {d}"))
+        })
+        .collect();
+    assert!(
+        upward.is_empty(),
+        "dependencies that do not point down: {upward:?}"
+    );
 }

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 use skillsearch_core::Embedder;
 use skillsearch_core::config::{EmbeddingSettings, ModelSettings, Secret};
-use skillsearch_core::llm::{self, ChatClient, GateCandidate, GateOptions, RemoteEmbedder};
+use skillsearch_core::remote::llm::{self, ChatClient, GateCandidate, GateOptions, RemoteEmbedder};
 use std::io::Write;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 use serde_json::json;
 use skillsearch_core::config::{self, Layers};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
-use skillsearch_core::search::Retriever;
+use skillsearch_core::retrieve::Retriever;
 use skillsearch_core::tokens::TokenCounter;
 use skillsearch_core::turn::Retrieval;
 use skillsearch_core::{EligibilityEnv, Engine, Roots, SearchOptions, Turn};

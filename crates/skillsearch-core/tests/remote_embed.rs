@@ -5,11 +5,11 @@
 
 use serde_json::json;
 use skillsearch_core::config::{EmbeddingSettings, Secret};
-use skillsearch_core::embed::Embedder;
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
-use skillsearch_core::llm::RemoteEmbedder;
-use skillsearch_core::search::{Retriever, SearchResult};
-use skillsearch_core::semantic::{Semantic, SemanticSlot};
+use skillsearch_core::remote::llm::RemoteEmbedder;
+use skillsearch_core::retrieve::embed::Embedder;
+use skillsearch_core::retrieve::semantic::{Semantic, SemanticSlot};
+use skillsearch_core::retrieve::{Retriever, SearchResult};
 use skillsearch_core::{EligibilityEnv, Roots, SearchOptions};
 use skillsearch_testkit::{
     BOW_DIM, Fake, Reply, Responder, bow_reply, dead_openai_base, vectors, write_titled_skill,

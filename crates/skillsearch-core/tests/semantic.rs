@@ -2,10 +2,10 @@
 //! embedder (concept buckets: words of one meaning share a dimension), and against the real
 //! all-MiniLM-L6-v2 when `MINILM_TEST_MODEL_DIR` names it.
 
-use skillsearch_core::embed::{Embedder, LocalEmbedder};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
-use skillsearch_core::search::Retriever;
-use skillsearch_core::semantic::{Semantic, SemanticSlot};
+use skillsearch_core::retrieve::Retriever;
+use skillsearch_core::retrieve::embed::{Embedder, LocalEmbedder};
+use skillsearch_core::retrieve::semantic::{Semantic, SemanticSlot};
 use skillsearch_core::{EligibilityEnv, Roots, SearchOptions};
 use skillsearch_testkit::{write_file, write_titled_skill};
 use std::path::Path;

@@ -78,9 +78,14 @@ pub fn write_titled_skill(root: &Path, rel: &str, name: &str, description: &str)
     write_skill(root, rel, name, description, &format!("# {name}"))
 }
 
-/// `crates/skillsearch-core/tests/golden/<name>`.
+/// `crates/skillsearch-core/tests/golden/<name>`, found from the manifest directory of the test
+/// that runs (cargo sets it at run time; every crate is a sibling under `crates/`). The
+/// testkit's own compile-time directory is only the fallback: a build cache shared between
+/// checkouts may hold a testkit compiled in another one.
 fn golden_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
         .join("../skillsearch-core/tests/golden")
         .join(name)
 }

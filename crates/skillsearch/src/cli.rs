@@ -5,8 +5,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use skillsearch_core::config::{self, Settings};
 use skillsearch_core::eval;
 use skillsearch_core::index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
-use skillsearch_core::search::{Retriever, SearchOptions};
-use skillsearch_core::semantic::SemanticSlot;
+use skillsearch_core::retrieve::semantic::SemanticSlot;
+use skillsearch_core::retrieve::{Retriever, SearchOptions};
 use skillsearch_core::tokens::{self, TokenCounter};
 use skillsearch_core::turn::decision_log::DecisionLog;
 use skillsearch_core::turn::render::{self, RenderSkill};
@@ -633,7 +633,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 None => {
                     out.line(&format!(
                         "no model: retrieval is lexical (looked in {}; see `skillsearch models add`, or set embedding_base_url)",
-                        skillsearch_core::embed::models_dir(&home).display()
+                        skillsearch_core::retrieve::embed::models_dir(&home).display()
                     ))?;
                     Ok(EXIT_NO_HITS)
                 }

@@ -11,10 +11,10 @@
 use anyhow::Result;
 use skillsearch_core::SkillIndex;
 use skillsearch_core::config::Settings;
-use skillsearch_core::embed::{self, Embedder, LocalEmbedder};
-use skillsearch_core::llm::RemoteEmbedder;
-use skillsearch_core::search::Retriever;
-use skillsearch_core::semantic::{Semantic, SemanticSlot};
+use skillsearch_core::remote::llm::RemoteEmbedder;
+use skillsearch_core::retrieve::Retriever;
+use skillsearch_core::retrieve::embed::{self, Embedder, LocalEmbedder};
+use skillsearch_core::retrieve::semantic::{Semantic, SemanticSlot};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, Weak};

@@ -5,7 +5,7 @@
 //! daemon each hold an `Engine` and a transport; none of them assembles the pipeline.
 //!
 //! The pipeline itself (rewrite → fan out → fuse → hydrate → dedup → gate → top_k → install →
-//! render) is in [`pipeline`]; the two `on_demand` tools and their strings in [`tools`].
+//! render) is in `pipeline`; the two `on_demand` tools and their strings in [`tools`].
 
 pub mod decision_log;
 mod pipeline;
@@ -17,14 +17,14 @@ pub use pipeline::{CONTEXT_PREAMBLE, RenderOptions, Retrieval, injected_context}
 pub use report::{GateReport, RewriteReport, SourceReport, Stages};
 
 use crate::config::Settings;
-use crate::eligibility::EligibilityEnv;
+use crate::corpus::eligibility::EligibilityEnv;
 use crate::error::Result;
 use crate::index::SkillIndex;
 use crate::plan::{self, Inventory, Matched, Plan, ToolSpec};
 use crate::remote::Remote;
-use crate::search::{Hit, SearchOptions};
-use crate::semantic::SemanticSlot;
-use crate::source::RemoteHit;
+use crate::remote::source::RemoteHit;
+use crate::retrieve::semantic::SemanticSlot;
+use crate::retrieve::{Hit, SearchOptions};
 use crate::tokens::TokenCounter;
 use decision_log::{Decision, DecisionLog};
 use std::path::Path;
@@ -218,7 +218,7 @@ impl Engine {
         index: &SkillIndex,
         query: &str,
         opts: &SearchOptions,
-    ) -> Result<crate::search::SearchResult> {
+    ) -> Result<crate::retrieve::SearchResult> {
         index.search_with(query, opts, &self.eligibility, Some(&self.semantic))
     }
 
@@ -300,7 +300,7 @@ impl Engine {
         tools: &[ToolSpec],
     ) -> Result<PlanAnswer> {
         let started = Instant::now();
-        let matched: Vec<(String, crate::frontmatter::SkillMeta)> = match from {
+        let matched: Vec<(String, crate::corpus::frontmatter::SkillMeta)> = match from {
             PlanFrom::Prompt { query, top_k } => self
                 .search(index, query, &self.search_options(Some(top_k)))?
                 .hits
@@ -312,7 +312,7 @@ impl Engine {
                     .iter()
                     .map(|id| id.strip_prefix("local/").unwrap_or(id))
                     .collect();
-                let mut metas: Vec<(String, crate::frontmatter::SkillMeta)> = Vec::new();
+                let mut metas: Vec<(String, crate::corpus::frontmatter::SkillMeta)> = Vec::new();
                 for (_, skills) in index.activations()? {
                     for (id, meta) in skills {
                         if wanted.contains(id.as_str())

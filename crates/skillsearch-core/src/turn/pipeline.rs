@@ -11,16 +11,16 @@ use super::report::{GateReport, RewriteReport, SourceReport, Stages};
 use super::{Engine, Turn};
 use crate::config::Settings;
 use crate::corpus;
-use crate::eligibility::EligibilityEnv;
+use crate::corpus::eligibility::EligibilityEnv;
 use crate::error::Result;
-use crate::hub::{HubSearch, HubSource};
 use crate::index::SkillIndex;
-use crate::llm::{self, GateCandidate, GateOptions};
 use crate::plan::Inventory;
 use crate::remote::Remote;
-use crate::search::{Dropped, Hit, SearchOptions};
-use crate::semantic::SemanticSlot;
-use crate::source::{RemoteHit, SkillSource};
+use crate::remote::hub::{HubSearch, HubSource};
+use crate::remote::llm::{self, GateCandidate, GateOptions};
+use crate::remote::source::{RemoteHit, SkillSource};
+use crate::retrieve::semantic::SemanticSlot;
+use crate::retrieve::{Dropped, Hit, SearchOptions};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -106,7 +106,7 @@ struct Candidate {
 pub(super) type More<'a> = dyn Fn(&[Hit]) -> Result<Vec<Hit>> + 'a;
 
 /// Runs one turn. `guard`: inject only hits that pass the lexical relevance guard
-/// ([`crate::relevance`]) unless the gate decided (on for blocks injected every turn, off where
+/// ([`crate::index::relevance`]) unless the gate decided (on for blocks injected every turn, off where
 /// the model asked).
 pub(super) fn run(
     engine: &Engine,
@@ -470,9 +470,9 @@ impl<'t> TurnState<'t> {
         // The search analysed the query already, unless it searched a rewrite of it.
         let guard = (guard && !self.decided).then(|| {
             if self.search_query == self.query {
-                crate::relevance::Guard::from_terms(self.analyzed)
+                crate::index::relevance::Guard::from_terms(self.analyzed)
             } else {
-                crate::relevance::Guard::new(self.query)
+                crate::index::relevance::Guard::new(self.query)
             }
         });
         for c in self.cands {
@@ -550,7 +550,7 @@ fn fuse_sources(
             hits.iter().map(|r| r.qualified_id.clone()).collect(),
         )
     }));
-    let fused = crate::fusion::rrf(&lists, f64::from(k));
+    let fused = crate::retrieve::fusion::rrf(&lists, f64::from(k));
     let mut pool: HashMap<String, Candidate> = local
         .into_iter()
         .map(|c| (c.hit.qualified_id.clone(), c))
@@ -623,7 +623,7 @@ fn materialise(
     stages: &mut Stages,
     notes: &mut Vec<String>,
 ) {
-    if let Err(e) = crate::bundle::check_outside(&remote.hub_cache, index.roots()) {
+    if let Err(e) = crate::corpus::bundle::check_outside(&remote.hub_cache, index.roots()) {
         notes.push(format!("hub bundles are not installed: {e}"));
         stages.degraded = true;
         return;

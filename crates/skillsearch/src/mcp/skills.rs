@@ -23,7 +23,7 @@ use rmcp::model::{
 };
 use serde_json::Value;
 use skillsearch_core::corpus::SKIP_DIRS;
-use skillsearch_core::frontmatter;
+use skillsearch_core::corpus::frontmatter;
 use skillsearch_core::{EligibilityEnv, SkillIndex};
 use std::collections::HashMap;
 use std::io::Read;

@@ -48,7 +48,7 @@ struct Workspace {
 /// Recent answers, by (roots, query, mode, top_k, tool?, index generation). The same turn often
 /// reaches the daemon more than once (context engine, hook and tool), and retries repeat it; an
 /// answer is reused only while the index generation it was computed on is current.
-type AnswerCache = skillsearch_core::fifo::FifoCache<CacheKey, Answer>;
+type AnswerCache = skillsearch_core::index::fifo::FifoCache<CacheKey, Answer>;
 
 /// Roots, query, mode, top_k, search tool, index generation, semantic ready, agent tools.
 type CacheKey = (

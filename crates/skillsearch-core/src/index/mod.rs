@@ -5,11 +5,16 @@
 //! re-reads what changed. A tantivy commit is atomic: readers see the previous commit until the
 //! next one lands, and a build killed midway leaves the previous commit serving.
 
+pub(crate) mod analyzer;
+pub mod fifo;
+pub(crate) mod maxscore;
+pub(crate) mod relevance;
+
+use crate::corpus::diagnostic::Diagnostic;
+use crate::corpus::frontmatter::SkillMeta;
 use crate::corpus::{self, FoundFile, Roots};
-use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
-use crate::frontmatter::SkillMeta;
-use crate::maxscore::Decoded;
+use crate::index::maxscore::Decoded;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -121,7 +126,7 @@ fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text = |stored: bool| {
         let idx = TextFieldIndexing::default()
-            .set_tokenizer(crate::analyzer::ANALYZER)
+            .set_tokenizer(crate::index::analyzer::ANALYZER)
             .set_index_option(IndexRecordOption::WithFreqs);
         let o = TextOptions::default().set_indexing_options(idx);
         if stored { o.set_stored() } else { o }
@@ -203,8 +208,9 @@ pub struct SkillIndex {
     /// (see [`SkillIndex::skill_body`]), guard terms, file existence, segment columns.
     per_generation: std::sync::Mutex<GenerationCache>,
     /// Postings decoded for lexical retrieval (see [`SkillIndex::postings`]).
-    postings:
-        std::sync::Mutex<crate::fifo::FifoCache<(tantivy::index::SegmentId, Term), Arc<Decoded>>>,
+    postings: std::sync::Mutex<
+        crate::index::fifo::FifoCache<(tantivy::index::SegmentId, Term), Arc<Decoded>>,
+    >,
 }
 
 /// Bytes of skill bodies a [`SkillIndex`] keeps for rendering.
@@ -230,12 +236,14 @@ const EXISTS_ENTRIES: usize = 20_000;
 /// exist; and each segment's ranking columns.
 struct GenerationCache {
     generation: u64,
-    bodies: crate::fifo::FifoCache<PathBuf, (Arc<str>, bool)>,
+    bodies: crate::index::fifo::FifoCache<PathBuf, (Arc<str>, bool)>,
     /// By path: (hash of the name and description, their terms).
-    hays:
-        crate::fifo::FifoCache<PathBuf, (u64, std::sync::Arc<std::collections::BTreeSet<String>>)>,
+    hays: crate::index::fifo::FifoCache<
+        PathBuf,
+        (u64, std::sync::Arc<std::collections::BTreeSet<String>>),
+    >,
     /// Whether files a body refers to exist, as of the disk check at `checked_at_ms`.
-    exists: crate::fifo::FifoCache<PathBuf, bool>,
+    exists: crate::index::fifo::FifoCache<PathBuf, bool>,
     checked_at_ms: u64,
     /// Each segment's `root` and `rel` columns (see [`SkillIndex::columns`]).
     columns: HashMap<tantivy::index::SegmentId, Arc<SegmentColumns>>,
@@ -245,9 +253,9 @@ impl GenerationCache {
     fn new(max_bytes: usize) -> GenerationCache {
         GenerationCache {
             generation: 0,
-            bodies: crate::fifo::FifoCache::new(usize::MAX, max_bytes),
-            hays: crate::fifo::FifoCache::new(HAY_ENTRIES, usize::MAX),
-            exists: crate::fifo::FifoCache::new(EXISTS_ENTRIES, usize::MAX),
+            bodies: crate::index::fifo::FifoCache::new(usize::MAX, max_bytes),
+            hays: crate::index::fifo::FifoCache::new(HAY_ENTRIES, usize::MAX),
+            exists: crate::index::fifo::FifoCache::new(EXISTS_ENTRIES, usize::MAX),
             checked_at_ms: 0,
             columns: HashMap::new(),
         }
@@ -409,9 +417,10 @@ impl SkillIndex {
         if index.schema() != schema().0 {
             return Err("schema differs".into());
         }
-        index
-            .tokenizers()
-            .register(crate::analyzer::ANALYZER, crate::analyzer::analyzer());
+        index.tokenizers().register(
+            crate::index::analyzer::ANALYZER,
+            crate::index::analyzer::analyzer(),
+        );
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -429,7 +438,7 @@ impl SkillIndex {
             searching: Default::default(),
             split: std::sync::atomic::AtomicBool::new(true),
             per_generation: std::sync::Mutex::new(GenerationCache::new(BODY_CACHE_BYTES)),
-            postings: std::sync::Mutex::new(crate::fifo::FifoCache::new(
+            postings: std::sync::Mutex::new(crate::index::fifo::FifoCache::new(
                 usize::MAX,
                 POSTINGS_CACHE_BYTES,
             )),
@@ -560,7 +569,7 @@ impl SkillIndex {
     /// of those skills.
     pub fn managed_plugins(
         &self,
-        gate: &crate::eligibility::EligibilityEnv,
+        gate: &crate::corpus::eligibility::EligibilityEnv,
     ) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
         let mut managed = std::collections::BTreeMap::new();
         for (plugin, skills) in self.activations()? {
@@ -690,7 +699,7 @@ impl SkillIndex {
         let remembered = |b: &mut GenerationCache| {
             let b = b.at(generation);
             if b.checked_at_ms != checked {
-                b.exists = crate::fifo::FifoCache::new(EXISTS_ENTRIES, usize::MAX);
+                b.exists = crate::index::fifo::FifoCache::new(EXISTS_ENTRIES, usize::MAX);
                 b.checked_at_ms = checked;
             }
             b.exists.get(path)
@@ -710,7 +719,7 @@ impl SkillIndex {
         found
     }
 
-    /// The terms the relevance guard judges a hit on ([`crate::relevance::hay`] of its name
+    /// The terms the relevance guard judges a hit on (`relevance::hay` of its name
     /// and description), analysed once per skill and index generation (and again if the hit
     /// brings another name or description, as a skill of another index may).
     pub fn guard_hay(
@@ -735,7 +744,7 @@ impl SkillIndex {
         }) {
             return found;
         }
-        let hay = std::sync::Arc::new(crate::relevance::hay(name, description));
+        let hay = std::sync::Arc::new(crate::index::relevance::hay(name, description));
         if let Ok(mut b) = self.per_generation.lock() {
             b.at(generation)
                 .hays
@@ -1313,8 +1322,8 @@ mod tests {
 
     #[test]
     fn decoded_postings_are_kept_per_segment_and_a_new_generation_is_searched_afresh() {
-        use crate::eligibility::EligibilityEnv;
-        use crate::search::SearchOptions;
+        use crate::corpus::eligibility::EligibilityEnv;
+        use crate::retrieve::SearchOptions;
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("skills");
         let skill = |name: &str, description: &str| write_skill(&root, name, description, "Body.");

@@ -17,9 +17,9 @@ pub use gate::{GateCandidate, GateOptions, GateOutcome, gate, gate_prompt};
 pub use remote_embed::RemoteEmbedder;
 pub use rewrite::{REWRITE_MAX_CHARS, RewriteOutcome, rewrite, rewrite_prompt};
 
-use crate::breaker::Breaker;
 use crate::config::{ModelSettings, Secret};
 use crate::error::{Error, Result};
+use crate::remote::breaker::Breaker;
 use serde_json::{Value, json};
 use std::fmt;
 use std::sync::Arc;

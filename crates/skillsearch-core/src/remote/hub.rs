@@ -16,12 +16,12 @@
 //! bounds DNS, connect, sending and reading the whole body. Nothing else is contacted: the
 //! client talks only to the configured endpoint.
 
-use crate::bundle::{self, Installed, Limits};
 use crate::config::{Secret, Settings};
+use crate::corpus::bundle::{self, Installed, Limits};
+use crate::corpus::frontmatter;
 use crate::error::{Error, Result};
-use crate::frontmatter;
-use crate::relevance::Guard;
-use crate::source::{RemoteHit, SkillSource};
+use crate::index::relevance::Guard;
+use crate::remote::source::{RemoteHit, SkillSource};
 use serde_json::{Value, json};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -163,7 +163,7 @@ impl HubSkill {
 /// connections are pooled.
 pub struct HubClient {
     base: String,
-    breaker: crate::breaker::Breaker,
+    breaker: crate::remote::breaker::Breaker,
     key: Secret,
     agent: ureq::Agent,
     timeout: Duration,
@@ -265,7 +265,7 @@ impl HubClient {
             .build()
             .into();
         Ok(HubClient {
-            breaker: crate::breaker::Breaker::new(),
+            breaker: crate::remote::breaker::Breaker::new(),
             base,
             key: settings.api_key.clone(),
             agent,
@@ -445,7 +445,7 @@ impl HubClient {
         }
     }
 
-    /// Download a skill's bundle (the raw zip, not enveloped), at most [`MAX_ARCHIVE_BYTES`].
+    /// Download a skill's bundle (the raw zip, not enveloped), at most `MAX_ARCHIVE_BYTES`.
     pub fn download(&self, id: &str, deadline: Instant) -> Result<Vec<u8>> {
         let op = format!("download `{id}`");
         let a = self.call(

@@ -5,7 +5,7 @@
 //! reference's hub guard, applied here to every injected skill). Terms come from the index's own
 //! analyzer, so stemming, CJK bigrams and stopwords agree with the ranking.
 
-use crate::analyzer;
+use crate::index::analyzer;
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 

@@ -13,9 +13,9 @@
 //! lexical; long-lived processes fill the gap in the background ([`Semantic::embed_pending`]).
 
 use crate::corpus::text_hash;
-use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::index::{DocKey, SkillIndex};
+use crate::retrieve::embed::Embedder;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -673,7 +673,7 @@ impl Semantic {
                         .rows
                         .get(&m.keys[i].chash)
                         .map_or(f32::NEG_INFINITY, |&r| {
-                            crate::embed::dot(&inner.data[r * dim..(r + 1) * dim], &q)
+                            crate::retrieve::embed::dot(&inner.data[r * dim..(r + 1) * dim], &q)
                         });
                     (i, score)
                 })
@@ -745,7 +745,7 @@ mod tests {
         (0..n)
             .map(|_| {
                 let mut v: Vec<f32> = (0..dim).map(|_| next()).collect();
-                assert!(crate::embed::l2_normalise(&mut v));
+                assert!(crate::retrieve::embed::l2_normalise(&mut v));
                 v
             })
             .collect()
@@ -764,7 +764,10 @@ mod tests {
         }
         for (t, query) in unit_vectors(5, dim, 42).iter().enumerate() {
             let approx = q.scores(query, true);
-            let exact: Vec<f32> = rows.iter().map(|r| crate::embed::dot(r, query)).collect();
+            let exact: Vec<f32> = rows
+                .iter()
+                .map(|r| crate::retrieve::embed::dot(r, query))
+                .collect();
             for (a, e) in approx.iter().zip(&exact) {
                 assert!((a - e).abs() < 0.02, "query {t}: {a} vs {e}");
             }

@@ -1,13 +1,17 @@
 //! Lexical retrieval over a [`SkillIndex`]: field-weighted BM25, corpus-adaptive stopwords,
 //! deterministic ties, then name-collision shadowing and eligibility gating of the hits.
 
-use crate::analyzer;
-use crate::eligibility::{EligibilityEnv, Exclusion};
+pub mod embed;
+pub(crate) mod fusion;
+pub mod semantic;
+
+use crate::corpus::eligibility::{EligibilityEnv, Exclusion};
+use crate::corpus::frontmatter::SkillMeta;
 use crate::error::Result;
-use crate::frontmatter::SkillMeta;
+use crate::index::analyzer;
+use crate::index::maxscore::{self, TermPostings};
 use crate::index::{SegmentColumns, SkillIndex};
-use crate::maxscore::{self, TermPostings};
-use crate::semantic::SemanticSlot;
+use crate::retrieve::semantic::SemanticSlot;
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -785,7 +789,7 @@ fn fuse(lexical: Vec<Candidate>, semantic: Vec<Candidate>, opts: &SearchOptions)
         .chain(lexical)
         .map(|c| (key(&c), c))
         .collect();
-    crate::fusion::rrf(&lists, f64::from(opts.rrf_k))
+    crate::retrieve::fusion::rrf(&lists, f64::from(opts.rrf_k))
         .into_iter()
         .filter_map(|f| {
             by_key.remove(&f.key).map(|mut c| {

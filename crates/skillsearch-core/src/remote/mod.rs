@@ -2,9 +2,14 @@
 //! hub, and the gate, all through the network and all fail-open. The turn pipeline runs them in
 //! the reference's order; this module holds the clients the settings configure.
 
+pub(crate) mod breaker;
+pub(crate) mod hub;
+pub mod llm;
+pub(crate) mod source;
+
 use crate::config::Settings;
-use crate::hub::{HubSettings, HubSource};
-use crate::llm::{ChatClient, GateOptions};
+use crate::remote::hub::{HubSettings, HubSource};
+use crate::remote::llm::{ChatClient, GateOptions};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -12,7 +12,7 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 /// Turns texts into unit-length sentence vectors.
 pub trait Embedder: Send + Sync {
-    /// Stable id of the model (vectors of different ids never mix), e.g. "all-MiniLM-L6-v2" or "remote:<model>".
+    /// Stable id of the model (vectors of different ids never mix), e.g. "all-MiniLM-L6-v2" or `remote:<model>`.
     fn id(&self) -> &str;
     /// Vector dimension.
     fn dim(&self) -> usize;

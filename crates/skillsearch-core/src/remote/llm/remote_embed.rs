@@ -2,10 +2,10 @@
 //! checked (count, order, dimension, finite values) before anything is returned.
 
 use super::{agent, endpoint, post_json};
-use crate::breaker::Breaker;
 use crate::config::{EmbeddingSettings, Secret};
-use crate::embed::{Embedder, l2_normalise};
 use crate::error::{Error, Result};
+use crate::remote::breaker::Breaker;
+use crate::retrieve::embed::{Embedder, l2_normalise};
 use serde_json::{Value, json};
 use std::fmt;
 use std::sync::OnceLock;

@@ -1,8 +1,13 @@
 //! Skill roots and discovery: which `SKILL.md` files exist, in which precedence, with a cheap
 //! fingerprint (size + mtime) per file. Reading and parsing one file is [`load`].
 
-use crate::diagnostic::Diagnostic;
-use crate::frontmatter::{self, SkillMeta};
+pub mod bundle;
+pub(crate) mod diagnostic;
+pub(crate) mod eligibility;
+pub mod frontmatter;
+
+use crate::corpus::diagnostic::Diagnostic;
+use crate::corpus::frontmatter::SkillMeta;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use serde::{Deserialize, Serialize};

@@ -17,8 +17,8 @@
 //! wrapper directory (`<skill>/SKILL.md`) is unwrapped. An entry without a `SKILL.md` (left by
 //! an older version or an interrupted copy) is removed and downloaded again.
 
+use crate::corpus::diagnostic::Diagnostic;
 use crate::corpus::{Roots, absolute};
-use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::hash::{BuildHasher, Hasher};

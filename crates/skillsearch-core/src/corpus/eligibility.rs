@@ -1,7 +1,7 @@
 //! Eligibility gating in OpenClaw's order. Gating depends on the machine (PATH, environment,
 //! OS, host config), so it runs when a query is answered, never when the index is built.
 
-use crate::frontmatter::SkillMeta;
+use crate::corpus::frontmatter::SkillMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -218,7 +218,7 @@ fn truthy(v: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frontmatter::{OpenClawMeta, Requires};
+    use crate::corpus::frontmatter::{OpenClawMeta, Requires};
 
     fn meta(oc: OpenClawMeta) -> SkillMeta {
         SkillMeta {
