@@ -21,6 +21,7 @@ use crate::corpus::bundle::{self, Installed, Limits};
 use crate::corpus::frontmatter;
 use crate::error::{Error, Result};
 use crate::index::relevance::Guard;
+use crate::remote::http::{Answer, Endpoint, Failure, Request};
 use crate::remote::source::{RemoteHit, SkillSource};
 use serde_json::{Value, json};
 use std::fmt;
@@ -162,10 +163,7 @@ impl HubSkill {
 /// A synchronous hub client. Cheap to share across threads (`&HubClient` is `Send + Sync`);
 /// connections are pooled.
 pub struct HubClient {
-    base: String,
-    breaker: crate::remote::breaker::Breaker,
-    key: Secret,
-    agent: ureq::Agent,
+    endpoint: Endpoint,
     timeout: Duration,
     download_timeout: Duration,
     min_safety: f64,
@@ -175,20 +173,13 @@ pub struct HubClient {
 impl fmt::Debug for HubClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HubClient")
-            .field("base", &self.base)
-            .field("key", &self.key)
+            .field("endpoint", &self.endpoint)
             .field("timeout", &self.timeout)
             .field("download_timeout", &self.download_timeout)
             .field("min_safety", &self.min_safety)
             .field("cache_dir", &self.cache_dir)
             .finish()
     }
-}
-
-/// The parts of a response the client uses.
-struct Answer {
-    status: u16,
-    body: Vec<u8>,
 }
 
 /// Applies the envelope rule to a JSON answer and returns its `result`.
@@ -250,25 +241,10 @@ fn path_segment(s: &str) -> String {
 
 impl HubClient {
     pub fn new(settings: &HubSettings) -> Result<HubClient> {
-        let base = settings.endpoint.trim().trim_end_matches('/').to_owned();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(Error::Invalid(format!(
-                "hub endpoint `{base}` is not an http:// or https:// URL"
-            )));
-        }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .max_redirects_will_error(false)
-            .user_agent(concat!("skillsearch/", env!("CARGO_PKG_VERSION")))
-            .timeout_global(Some(settings.download_timeout.max(settings.timeout)))
-            .build()
-            .into();
+        let endpoint = Endpoint::new(&settings.endpoint, settings.api_key.clone())
+            .map_err(|why| Error::Invalid(format!("hub endpoint {why}")))?;
         Ok(HubClient {
-            breaker: crate::remote::breaker::Breaker::new(),
-            base,
-            key: settings.api_key.clone(),
-            agent,
+            endpoint,
             timeout: settings.timeout,
             download_timeout: settings.download_timeout,
             min_safety: settings.min_safety,
@@ -277,36 +253,12 @@ impl HubClient {
     }
 
     pub fn endpoint(&self) -> &str {
-        &self.base
+        self.endpoint.base()
     }
 
-    fn transport_error(op: &str, budget: Duration, e: ureq::Error) -> Error {
-        let timeout = || Error::HubTimeout {
-            op: op.to_owned(),
-            after_ms: budget.as_millis() as u64,
-        };
-        match e {
-            ureq::Error::Timeout(_) => timeout(),
-            ureq::Error::Io(io)
-                if matches!(
-                    io.kind(),
-                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-                ) =>
-            {
-                timeout()
-            }
-            ureq::Error::BodyExceedsLimit(n) => Error::HubTransport {
-                op: op.to_owned(),
-                message: format!("answer larger than {n} bytes"),
-            },
-            other => Error::HubTransport {
-                op: op.to_owned(),
-                message: other.to_string(),
-            },
-        }
-    }
-
-    /// One GET with a hard deadline: the earlier of `deadline` and now + `step`.
+    /// One GET with a hard deadline: the earlier of `deadline` and now + `step`. A hub that
+    /// cannot be reached, hangs or fails (5xx) counts against its breaker; any other answer,
+    /// even a refusal, shows it is up.
     fn call(
         &self,
         op: &str,
@@ -318,75 +270,46 @@ impl HubClient {
     ) -> Result<Answer> {
         let start = Instant::now();
         let budget = deadline.saturating_duration_since(start).min(step);
-        if budget.is_zero() {
-            return Err(Error::HubTimeout {
-                op: op.to_owned(),
-                after_ms: 0,
-            });
-        }
-        self.breaker.check().map_err(|why| Error::HubTransport {
+        let timeout = || Error::HubTimeout {
             op: op.to_owned(),
-            message: why,
-        })?;
-        let r = self.call_unguarded(op, path, query, budget, start, max_bytes);
-        // A hub that cannot be reached, hangs or fails (5xx) counts against it; any other
-        // answer, even a refusal, shows it is up.
-        match &r {
-            Err(e) => self.breaker.failure(&e.to_string()),
-            Ok(a) if a.status >= 500 => self.breaker.failure(&format!("HTTP {}", a.status)),
-            Ok(_) => self.breaker.success(),
+            after_ms: budget.as_millis() as u64,
+        };
+        if budget.is_zero() {
+            return Err(timeout());
         }
-        r
-    }
-
-    fn call_unguarded(
-        &self,
-        op: &str,
-        path: &str,
-        query: &[(&str, &str)],
-        budget: Duration,
-        start: Instant,
-        max_bytes: u64,
-    ) -> Result<Answer> {
         let request_id = bundle::random_hex(32);
-        let url = format!("{}{path}", self.base);
-        let mut req = self
-            .agent
-            .get(&url)
-            .header("X-Request-ID", &request_id)
-            .header("Accept", "application/json, application/zip");
-        if !self.key.is_empty() {
-            req = req.header("Authorization", &format!("Bearer {}", self.key.expose()));
-        }
-        for (k, v) in query {
-            req = req.query(*k, *v);
-        }
-        let result = req
-            .config()
-            .timeout_global(Some(budget))
-            .build()
-            .call()
-            .and_then(|mut resp| {
-                let status = resp.status().as_u16();
-                let body = resp
-                    .body_mut()
-                    .with_config()
-                    .limit(max_bytes)
-                    .read_to_vec()?;
-                Ok(Answer { status, body })
-            });
+        let sent = self.endpoint.send(
+            path,
+            Request::Get {
+                query,
+                accept: "application/json, application/zip",
+            },
+            &[("X-Request-ID", &request_id)],
+            budget,
+            max_bytes,
+        );
         let elapsed_ms = start.elapsed().as_millis() as u64;
-        match result {
+        let transport = |message: String| Error::HubTransport {
+            op: op.to_owned(),
+            message,
+        };
+        let e = match sent {
+            Err(Failure::Refused(why)) => return Err(transport(why)),
             Ok(a) => {
                 tracing::debug!(target: "hub", op, request_id = %request_id, status = a.status, bytes = a.body.len(), elapsed_ms, "hub answered");
-                Ok(a)
+                if a.status >= 500 {
+                    self.endpoint.failed(&format!("HTTP {}", a.status));
+                } else {
+                    self.endpoint.succeeded();
+                }
+                return Ok(a);
             }
-            Err(e) => {
-                let e = Self::transport_error(op, budget, e);
-                tracing::debug!(target: "hub", op, request_id = %request_id, elapsed_ms, error = %e, "hub call failed");
-                Err(e)
-            }
-        }
+            Err(Failure::Timeout) => timeout(),
+            Err(Failure::Transport(message)) => transport(message),
+        };
+        tracing::debug!(target: "hub", op, request_id = %request_id, elapsed_ms, error = %e, "hub call failed");
+        self.endpoint.failed(&e.to_string());
+        Err(e)
     }
 
     /// Discover: the raw `result.items` for `query`, at most `limit` (1–50).

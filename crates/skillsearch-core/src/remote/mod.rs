@@ -3,6 +3,7 @@
 //! the reference's order; this module holds the clients the settings configure.
 
 pub(crate) mod breaker;
+pub(crate) mod http;
 pub(crate) mod hub;
 pub mod llm;
 pub(crate) mod source;

@@ -17,110 +17,70 @@ pub use gate::{GateCandidate, GateOptions, GateOutcome, gate, gate_prompt};
 pub use remote_embed::RemoteEmbedder;
 pub use rewrite::{REWRITE_MAX_CHARS, RewriteOutcome, rewrite, rewrite_prompt};
 
-use crate::config::{ModelSettings, Secret};
+use crate::config::ModelSettings;
 use crate::error::{Error, Result};
-use crate::remote::breaker::Breaker;
+use crate::remote::http::{Endpoint, Failure, Request};
 use serde_json::{Value, json};
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Most bytes read from one reply (an embeddings batch of 4096 × 4096 floats fits).
 const MAX_REPLY_BYTES: u64 = 256 << 20;
 
+/// The chat completions path under the model's base URL.
+const CHAT_PATH: &str = "chat/completions";
+
 /// Most tokens a chat reply may take (reasoning models spend many before the JSON).
 pub const MAX_TOKENS: u32 = 8192;
 
-/// One reusable HTTP agent; the deadline is set per request.
-pub(crate) fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .user_agent(concat!("skillsearch/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .new_agent()
-}
-
-/// `<base>/<path>` with exactly one slash between.
-pub(crate) fn endpoint(base: &str, path: &str) -> String {
-    format!("{}/{path}", base.trim_end_matches('/'))
-}
-
-/// POSTs `body` as JSON and returns the JSON reply, all within `deadline`.
+/// POSTs `body` as JSON to `<endpoint>/<path>` and returns the JSON reply, all within
+/// `deadline`. Only an endpoint that cannot be reached, hangs, or answers with an HTTP error
+/// counts against its breaker; a reply that is not what was asked for is no reason to stop
+/// asking.
 pub(crate) fn post_json(
-    agent: &ureq::Agent,
-    breaker: &Breaker,
-    url: &str,
-    key: &Secret,
+    endpoint: &Endpoint,
+    path: &str,
     body: &Value,
     deadline: Duration,
 ) -> Result<Value> {
-    breaker.check().map_err(|why| Error::Http {
-        url: url.to_owned(),
-        message: why,
-    })?;
-    let r = post_json_unguarded(agent, url, key, body, deadline);
-    // Only an endpoint that cannot be reached, hangs, or answers with an HTTP error counts
-    // against it; a reply that is not what was asked for is no reason to stop asking.
-    match &r {
-        Err(e @ (Error::Http { .. } | Error::Timeout { .. })) => breaker.failure(&e.to_string()),
-        _ => breaker.success(),
-    }
-    r
-}
-
-fn post_json_unguarded(
-    agent: &ureq::Agent,
-    url: &str,
-    key: &Secret,
-    body: &Value,
-    deadline: Duration,
-) -> Result<Value> {
-    let ms = deadline.as_millis() as u64;
-    let timeout = |e: &ureq::Error| matches!(e, ureq::Error::Timeout(_));
-    let fail = |e: ureq::Error| {
-        if timeout(&e) {
-            Error::Timeout {
-                url: url.to_owned(),
-                ms,
-            }
-        } else {
-            Error::Http {
-                url: url.to_owned(),
-                message: e.to_string(),
-            }
+    let url = endpoint.url(path);
+    let http = |message: String| Error::Http {
+        url: url.clone(),
+        message,
+    };
+    let answer = match endpoint.send(
+        path,
+        Request::PostJson(body),
+        &[],
+        deadline,
+        MAX_REPLY_BYTES,
+    ) {
+        Err(Failure::Refused(why)) => return Err(http(why)),
+        Err(Failure::Timeout) => Err(Error::Timeout {
+            url: url.clone(),
+            ms: deadline.as_millis() as u64,
+        }),
+        Err(Failure::Transport(message)) => Err(http(message)),
+        Ok(a) if !(200..300).contains(&a.status) => Err(http(format!(
+            "HTTP {}: {}",
+            a.status,
+            crate::tokens::prefix_chars(String::from_utf8_lossy(&a.body).trim(), 300)
+        ))),
+        Ok(a) => Ok(a),
+    };
+    let answer = match answer {
+        Ok(a) => {
+            endpoint.succeeded();
+            a
+        }
+        Err(e) => {
+            endpoint.failed(&e.to_string());
+            return Err(e);
         }
     };
-    let mut req = agent
-        .post(url)
-        .config()
-        .timeout_global(Some(deadline))
-        .build()
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json");
-    if !key.is_empty() {
-        req = req.header("Authorization", format!("Bearer {}", key.expose()));
-    }
-    let mut resp = req.send(body.to_string()).map_err(fail)?;
-    let status = resp.status();
-    let text = resp
-        .body_mut()
-        .with_config()
-        .limit(MAX_REPLY_BYTES)
-        .read_to_string()
-        .map_err(fail)?;
-    if !status.is_success() {
-        return Err(Error::Http {
-            url: url.to_owned(),
-            message: format!(
-                "HTTP {}: {}",
-                status.as_u16(),
-                crate::tokens::prefix_chars(text.trim(), 300)
-            ),
-        });
-    }
+    let text = String::from_utf8_lossy(&answer.body);
     serde_json::from_str(&text).map_err(|e| Error::Reply {
-        url: url.to_owned(),
+        url,
         message: format!(
             "not JSON ({e}): {:?}",
             crate::tokens::prefix_chars(text.trim(), 200)
@@ -139,21 +99,17 @@ pub struct ChatReply {
 /// A client of one OpenAI-compatible chat model (`POST <base>/chat/completions`).
 #[derive(Clone)]
 pub struct ChatClient {
-    agent: ureq::Agent,
-    /// Shared by the clones of this client.
-    breaker: Arc<Breaker>,
-    base_url: String,
+    /// Shared breaker and pool across the clones of this client.
+    endpoint: Endpoint,
     model: String,
-    api_key: Secret,
     timeout: Duration,
 }
 
 impl fmt::Debug for ChatClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ChatClient")
-            .field("base_url", &self.base_url)
+            .field("endpoint", &self.endpoint)
             .field("model", &self.model)
-            .field("api_key", &self.api_key)
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -173,30 +129,13 @@ impl ChatClient {
                 s.model
             )));
         }
-        let base = s.base_url.trim();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(Error::Invalid(format!(
-                "config key `model_base_url` = `{base}` is not an http:// or https:// URL"
-            )));
-        }
-        Ok(Self::new(
-            &s.base_url,
-            &s.model,
-            s.api_key.clone(),
-            s.timeout,
-        ))
-    }
-
-    /// `base_url` such as `http://127.0.0.1:8000/v1`; `timeout` caps every call.
-    pub fn new(base_url: &str, model: &str, api_key: Secret, timeout: Duration) -> Self {
-        ChatClient {
-            agent: agent(),
-            breaker: Arc::new(Breaker::new()),
-            base_url: base_url.trim().to_owned(),
-            model: model.trim().to_owned(),
-            api_key,
-            timeout,
-        }
+        let endpoint = Endpoint::new(&s.base_url, s.api_key.clone())
+            .map_err(|why| Error::Invalid(format!("config key `model_base_url` = {why}")))?;
+        Ok(ChatClient {
+            endpoint,
+            model: s.model.trim().to_owned(),
+            timeout: s.timeout,
+        })
     }
 
     pub fn model(&self) -> &str {
@@ -205,7 +144,7 @@ impl ChatClient {
 
     /// The chat completions URL.
     pub fn url(&self) -> String {
-        endpoint(&self.base_url, "chat/completions")
+        self.endpoint.url(CHAT_PATH)
     }
 
     /// One user message in, the first choice out, within `deadline` (or the client's own
@@ -219,14 +158,7 @@ impl ChatClient {
             "max_tokens": MAX_TOKENS,
             "stream": false,
         });
-        let reply = post_json(
-            &self.agent,
-            &self.breaker,
-            &url,
-            &self.api_key,
-            &body,
-            deadline.min(self.timeout),
-        )?;
+        let reply = post_json(&self.endpoint, CHAT_PATH, &body, deadline.min(self.timeout))?;
         let bad = |message: String| Error::Reply {
             url: url.clone(),
             message,

@@ -1,24 +1,26 @@
 //! Embeddings from an OpenAI-compatible endpoint (`POST <base>/embeddings`). Replies are
 //! checked (count, order, dimension, finite values) before anything is returned.
 
-use super::{agent, endpoint, post_json};
-use crate::config::{EmbeddingSettings, Secret};
+use super::post_json;
+use crate::config::EmbeddingSettings;
 use crate::error::{Error, Result};
-use crate::remote::breaker::Breaker;
+use crate::remote::http::Endpoint;
 use crate::retrieve::embed::{Embedder, l2_normalise};
 use serde_json::{Value, json};
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+/// The embeddings path under the endpoint's base URL.
+const EMBEDDINGS_PATH: &str = "embeddings";
+
 /// A remote embedder; its id is `remote:<model>`.
 pub struct RemoteEmbedder {
-    agent: ureq::Agent,
-    breaker: Breaker,
+    endpoint: Endpoint,
+    /// `<base>/embeddings`.
     url: String,
     model: String,
     id: String,
-    api_key: Secret,
     /// Configured, or learned from the first reply.
     dim: OnceLock<usize>,
     batch: usize,
@@ -30,9 +32,8 @@ pub struct RemoteEmbedder {
 impl fmt::Debug for RemoteEmbedder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RemoteEmbedder")
-            .field("url", &self.url)
+            .field("endpoint", &self.endpoint)
             .field("model", &self.model)
-            .field("api_key", &self.api_key)
             .field("dim", &self.dim.get())
             .field("batch", &self.batch)
             .field("timeout", &self.timeout)
@@ -59,13 +60,13 @@ impl RemoteEmbedder {
         if let Some(d) = s.dim.filter(|d| *d > 0) {
             let _ = dim.set(d);
         }
+        let endpoint = Endpoint::new(&s.base_url, s.api_key.clone())
+            .map_err(|why| Error::Invalid(format!("config key `embedding_base_url` = {why}")))?;
         Ok(RemoteEmbedder {
-            agent: agent(),
-            breaker: Breaker::new(),
-            url: endpoint(s.base_url.trim(), "embeddings"),
+            url: endpoint.url(EMBEDDINGS_PATH),
+            endpoint,
             model: s.model.trim().to_owned(),
             id: format!("remote:{}", s.model.trim()),
-            api_key: s.api_key.clone(),
             dim,
             batch: s.batch.max(1),
             timeout: s.timeout,
@@ -108,14 +109,7 @@ impl RemoteEmbedder {
 
     fn embed_batch(&self, texts: &[&str], timeout: Duration) -> Result<Vec<Vec<f32>>> {
         let body = json!({"model": self.model, "input": texts});
-        let reply = post_json(
-            &self.agent,
-            &self.breaker,
-            &self.url,
-            &self.api_key,
-            &body,
-            timeout,
-        )?;
+        let reply = post_json(&self.endpoint, EMBEDDINGS_PATH, &body, timeout)?;
         let data = reply
             .get("data")
             .and_then(Value::as_array)
