@@ -625,7 +625,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             command: ModelsCommand::Show,
         } => {
             let s = settings(&home, cfg, Flags::default())?;
-            match crate::embedding::describe(&home, &s)? {
+            match skillsearch_core::turn::embedder::describe(&home, &s)? {
                 Some(what) => {
                     out.line(&what)?;
                     Ok(0)
@@ -1208,7 +1208,7 @@ fn cmd_eval(
         // Query vectors stored like skills', so repeated runs (tuning) skip the model; the
         // latencies then leave the query's embedding out.
         let texts: Vec<&str> = labelled.iter().map(|q| q.query.as_str()).collect();
-        sem.store_queries(&texts, crate::embedding::batch(s))?;
+        sem.store_queries(&texts, skillsearch_core::turn::embedder::batch(s))?;
     }
     let keys = idx.doc_keys()?;
     let n_skills = keys.iter().filter(|k| k.valid).count();

@@ -1,8 +1,7 @@
-//! Loading the embedder and keeping the open indexes' vectors complete.
+//! When the embedder loads, and keeping the open indexes' vectors complete. Which embedder the
+//! settings select, and loading it, is the engine's (`skillsearch_core::turn::embedder`).
 //!
-//! The embedder is the remote OpenAI-compatible endpoint when `embedding_base_url` is set
-//! (probed once for its dimension unless `embedding_dim` gives it), otherwise the local sentence
-//! model. Short-lived commands (`search`, `eval`, `index`) load it, embed whatever is missing
+//! Short-lived commands (`search`, `eval`, `index`) load it, embed whatever is missing
 //! with a progress bar, and answer. Long-lived ones (`mcp`, `serve`) answer lexically at once
 //! while a background thread loads it (trying a failing endpoint again with a backoff) and
 //! embeds, then switch to hybrid by themselves. The per-turn hook never loads an embedder: a
@@ -11,136 +10,14 @@
 use anyhow::Result;
 use skillsearch_core::SkillIndex;
 use skillsearch_core::config::Settings;
-use skillsearch_core::remote::llm::RemoteEmbedder;
 use skillsearch_core::retrieve::Retriever;
-use skillsearch_core::retrieve::embed::{self, Embedder, LocalEmbedder};
+use skillsearch_core::retrieve::embed::{self, LocalEmbedder};
 use skillsearch_core::retrieve::semantic::{Semantic, SemanticSlot};
+use skillsearch_core::turn::embedder::{batch, load};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
-
-/// Texts embedded per model call (the batch that ran fastest on 2 cores; see docs/performance.md, "Semantic speed").
-pub(crate) const BATCH: usize = 16;
-
-/// What [`load`] found.
-#[derive(Default)]
-pub(crate) struct Loaded {
-    pub(crate) semantic: Option<Arc<Semantic>>,
-    /// Why retrieval stays lexical.
-    pub(crate) note: Option<String>,
-    /// The failure may pass (an embeddings endpoint down, slow or misbehaving): a long-lived
-    /// process tries again later.
-    pub(crate) retry: bool,
-}
-
-impl Loaded {
-    fn off(note: String, retry: bool) -> Loaded {
-        Loaded {
-            semantic: None,
-            note: Some(note),
-            retry,
-        }
-    }
-}
-
-/// The embedder the settings select, in words (for `models show`): the remote endpoint and
-/// model when `embedding_base_url` is set, otherwise the local model directory. `None`: no
-/// model installed.
-pub(crate) fn describe(home: &Path, s: &Settings) -> Result<Option<String>> {
-    let e = &s.embedding;
-    if !e.base_url.trim().is_empty() {
-        let emb = RemoteEmbedder::new(e)?;
-        let dim = match e.dim {
-            Some(d) => format!("dimension {d}"),
-            None => "dimension learned from the first reply".into(),
-        };
-        return Ok(Some(format!(
-            "remote: {} model `{}` ({dim}; vectors as `{}`)",
-            emb.url(),
-            emb.model(),
-            emb.id()
-        )));
-    }
-    Ok(
-        embed::find_model_dir(home, s.embedding_model_dir.as_deref())?
-            .map(|d| format!("local: {}", d.display())),
-    )
-}
-
-/// The deadline of a query's embedding: `embedding_timeout_s`, and at most half the turn's
-/// `deadline_ms`, so a slow endpoint still leaves the turn time to answer lexically.
-pub(crate) fn query_timeout(s: &Settings) -> Duration {
-    s.embedding
-        .timeout
-        .min(Duration::from_millis(s.deadline_ms / 2))
-}
-
-/// The embedder the settings ask for: the remote endpoint when `embedding_base_url` is set
-/// (probed for its dimension unless `embedding_dim` gives it), otherwise the local sentence
-/// model. No semantic retriever, with a note, when retrieval stays lexical: lexical was asked
-/// for, no model is installed, or the endpoint failed its probe.
-pub(crate) fn load(home: &Path, s: &Settings) -> Loaded {
-    if s.retriever == Retriever::Lexical {
-        return Loaded::default();
-    }
-    if !s.embedding.base_url.trim().is_empty() {
-        return load_remote(home, s);
-    }
-    let dir = match embed::find_model_dir(home, s.embedding_model_dir.as_deref()) {
-        Ok(Some(dir)) => dir,
-        Ok(None) => {
-            return Loaded::off(
-                format!(
-                    "no sentence model: retrieval is lexical. Install one with `skillsearch models add DIR` (a Hugging Face model directory such as all-MiniLM-L6-v2), set embedding_model_dir / SKILLSEARCH_MODEL_DIR, or set embedding_base_url for an OpenAI-compatible embeddings endpoint; looked in {}",
-                    embed::models_dir(home).display()
-                ),
-                false,
-            );
-        }
-        Err(e) => return Loaded::off(format!("{e}; retrieval is lexical"), false),
-    };
-    let started = std::time::Instant::now();
-    match LocalEmbedder::load(&dir).and_then(|m| Semantic::new(home, Arc::new(m))) {
-        Ok(sem) => {
-            tracing::info!(model = %dir.display(), ms = started.elapsed().as_millis() as u64, "sentence model loaded");
-            Loaded {
-                semantic: Some(Arc::new(sem)),
-                ..Loaded::default()
-            }
-        }
-        Err(e) => Loaded::off(format!("{e}; retrieval is lexical"), false),
-    }
-}
-
-fn load_remote(home: &Path, s: &Settings) -> Loaded {
-    let emb = match RemoteEmbedder::new(&s.embedding) {
-        Ok(e) => e.with_query_timeout(query_timeout(s)),
-        Err(e) => return Loaded::off(format!("{e}; retrieval is lexical"), false),
-    };
-    let started = std::time::Instant::now();
-    if let Err(e) = emb.probe() {
-        return Loaded::off(
-            format!(
-                "embeddings endpoint {} (model `{}`) failed: {e}; retrieval is lexical",
-                emb.url(),
-                emb.model()
-            ),
-            true,
-        );
-    }
-    let url = emb.url().to_owned();
-    match Semantic::new(home, Arc::new(emb)) {
-        Ok(sem) => {
-            tracing::info!(endpoint = %url, model = sem.model(), ms = started.elapsed().as_millis() as u64, "remote embedder ready");
-            Loaded {
-                semantic: Some(Arc::new(sem)),
-                ..Loaded::default()
-            }
-        }
-        Err(e) => Loaded::off(format!("{e}; retrieval is lexical"), false),
-    }
-}
 
 /// For a short-lived command: loads the embedder, embeds every skill of `idx` that has no
 /// vector (a bar on a terminal), and attaches it to `slot`. Returns a note when retrieval stays
@@ -201,16 +78,6 @@ impl EmbedBar {
         if let Some(b) = &self.0 {
             b.finish_and_clear();
         }
-    }
-}
-
-/// Texts per embedder call when filling the store: `embedding_batch` for a remote endpoint
-/// (one request each), [`BATCH`] for the local model.
-pub(crate) fn batch(s: &Settings) -> usize {
-    if s.embedding.base_url.trim().is_empty() {
-        BATCH
-    } else {
-        s.embedding.batch.max(1)
     }
 }
 
@@ -423,7 +290,7 @@ mod tests {
     use super::*;
     use skillsearch_core::index::{IndexConfig, Refresh};
     use skillsearch_core::{EligibilityEnv, Roots, SearchOptions};
-    use skillsearch_testkit::{BOW_DIM, Fake, Reply, bow_reply, dead_openai_base, write_skill};
+    use skillsearch_testkit::{Fake, Reply, bow_reply, dead_openai_base, write_skill};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
@@ -480,84 +347,20 @@ mod tests {
     }
 
     #[test]
-    fn remote_embed_load_selects_the_endpoint_and_probes_its_dimension() {
-        let home = tempfile::tempdir().unwrap();
-        let fake = Fake::openai(bow_reply);
-        let s = settings(&fake.base);
-        let loaded = load(home.path(), &s);
-        let sem = loaded.semantic.expect("a remote embedder");
-        assert_eq!(sem.model(), "remote:emb");
-        assert!(loaded.note.is_none());
-        assert!(
-            sem.store()
-                .path()
-                .ends_with(format!("vectors/remote_emb-{BOW_DIM}.bin"))
-        );
-        let reqs = fake.requests();
-        assert_eq!(reqs.len(), 1, "one probe");
-        assert_eq!(reqs[0].inputs(), ["dimension probe"]);
-        // A configured dimension needs no probe.
-        let mut s2 = s.clone();
-        s2.embedding.dim = Some(BOW_DIM);
-        assert!(load(home.path(), &s2).semantic.is_some());
-        assert_eq!(fake.requests().len(), 1);
-        // Lexical asked for: nothing is loaded, nothing said.
-        let mut lex = s.clone();
-        lex.retriever = Retriever::Lexical;
-        let l = load(home.path(), &lex);
-        assert!(l.semantic.is_none() && l.note.is_none());
-        // `models show` names the endpoint and the model.
-        let what = describe(home.path(), &s).unwrap().unwrap();
-        assert_eq!(
-            what,
-            format!(
-                "remote: {}/embeddings model `emb` (dimension learned from the first reply; vectors as `remote:emb`)",
-                fake.base
-            )
-        );
-        assert_eq!(batch(&s), 64);
-    }
-
-    #[test]
-    fn remote_embed_probe_failure_is_a_note_naming_the_endpoint_and_error() {
+    fn a_short_lived_search_says_why_it_stays_lexical() {
         let home = tempfile::tempdir().unwrap();
         let base = dead_openai_base();
-        let loaded = load(home.path(), &settings(&base));
-        assert!(loaded.semantic.is_none());
-        assert!(loaded.retry, "an endpoint that is down may come back");
-        let note = loaded.note.unwrap();
-        assert!(
-            note.starts_with(&format!(
-                "embeddings endpoint {base}/embeddings (model `emb`) failed: "
-            )),
-            "{note}"
-        );
-        let lower = note.to_lowercase();
-        assert!(
-            lower.contains("refused") || lower.contains("connect"),
-            "{note}"
-        );
-        assert!(note.ends_with("; retrieval is lexical"), "{note}");
-        // A missing model key is a configuration error: not retried.
-        let mut s = settings(&base);
-        s.embedding.model = String::new();
-        let loaded = load(home.path(), &s);
-        assert!(!loaded.retry);
-        assert!(loaded.note.unwrap().contains("embedding_model"));
-        // A short-lived command's search says the same in its notes.
         let idx = index(&home.path().join("home"), &home.path().join("skills"));
         let slot = SemanticSlot::default();
         let note = attach_now(home.path(), &settings(&base), &idx, &slot).unwrap();
+        assert!(
+            note.starts_with(&format!("embeddings endpoint {base}/embeddings")),
+            "{note}"
+        );
         let r = search(&idx, &slot);
         assert_eq!(r.retrievers, ["lexical"]);
         assert_eq!(r.hits[0].id, "transcribe");
         assert_eq!(r.notes, [format!("semantic retrieval is off: {note}")]);
-        // The query deadline is half the turn's when that is shorter.
-        let mut s = settings(&base);
-        s.deadline_ms = 2000;
-        assert_eq!(query_timeout(&s), Duration::from_secs(1));
-        s.deadline_ms = 60_000;
-        assert_eq!(query_timeout(&s), Duration::from_secs(5));
     }
 
     #[test]

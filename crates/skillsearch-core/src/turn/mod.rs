@@ -8,6 +8,7 @@
 //! render) is in `pipeline`; the two `on_demand` tools and their strings in [`tools`].
 
 pub mod decision_log;
+pub mod embedder;
 mod pipeline;
 pub mod render;
 mod report;
