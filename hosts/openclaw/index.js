@@ -263,7 +263,11 @@ export default {
                 const ws = ctx?.workspaceDir;
                 let text;
                 if (d.name === "skill_read") {
-                  const r = await engine().call("read", request(ws, { id: String(params?.id ?? ""), path: params?.path }));
+                  const offset = Number.parseInt(params?.offset ?? 0, 10);
+                  const r = await engine().call(
+                    "read",
+                    request(ws, { id: String(params?.id ?? ""), path: params?.path, offset: offset > 0 ? offset : 0 }),
+                  );
                   text = r?.text ?? d.unavailable;
                   if (r?.text && params?.id) s.returned.add(String(params.id));
                 } else {

@@ -32,6 +32,8 @@ fn tool_strings_match_their_golden_files() {
             "../etc/passwd",
             "the path must be relative to the skill directory, without `..`",
         ),
+        continuation_note(0, 38_412, 181_890),
+        offset_past_end_reply(200_000, 181_890),
     ]
     .join("\n");
     golden("replies.txt", &replies);
@@ -75,6 +77,15 @@ fn library() -> Lib {
     .unwrap();
     fs::write(dir.join("references/deep/more.md"), "more\n").unwrap();
     fs::write(dir.join("references/.hidden"), "h").unwrap();
+    fs::write(dir.join(".env"), "API_KEY=sk-secret").unwrap();
+    fs::create_dir_all(dir.join(".git")).unwrap();
+    fs::write(dir.join(".git/config"), "[remote]").unwrap();
+    std::os::unix::fs::symlink(dir.join(".env"), dir.join("references/notes.md")).unwrap();
+    // A long reference: 3,000 numbered lines (~30,000 tokens).
+    let long: String = (0..3000)
+        .map(|i| format!("Line {i}: step {i} of the long procedure, with its details.\n"))
+        .collect();
+    fs::write(dir.join("references/long.md"), long).unwrap();
     fs::write(dir.join("references/blob.bin"), b"\x00\x01\x02").unwrap();
     fs::write(dir.join("references/big.md"), "x".repeat(300 * 1024)).unwrap();
     fs::write(tmp.path().join("secret.txt"), "top secret").unwrap();
@@ -112,7 +123,7 @@ fn search(lib: &Lib, q: &str) -> String {
 }
 
 fn skill_read(idx: &SkillIndex, id: &str, path: Option<&str>) -> String {
-    engine().skill_read(idx, id, path, &Turn::default())
+    engine().skill_read(idx, id, path, 0, &Turn::default())
 }
 
 #[test]
@@ -137,7 +148,7 @@ fn skill_read_lists_files_and_reads_one_safely() {
     let lib = library();
     let full = skill_read(&lib.idx, "local/pdf-tables", None);
     assert!(full.contains("### Skill: pdf-tables  [local/pdf-tables]"));
-    assert!(full.ends_with("Files in the skill directory (read one with `path`):\n- references/big.md\n- references/blob.bin\n- references/forms.md\n- references/deep/more.md\n- scripts/x.py\n"), "{full}");
+    assert!(full.ends_with("Files in the skill directory (read one with `path`):\n- references/big.md\n- references/blob.bin\n- references/forms.md\n- references/long.md\n- references/deep/more.md\n- scripts/x.py\n"), "{full}");
     assert_eq!(
         skill_read(&lib.idx, "pdf-tables", Some("references/forms.md")),
         "# Forms\nAcroForm notes.\n"
@@ -185,5 +196,81 @@ fn skill_read_lists_files_and_reads_one_safely() {
     assert_eq!(
         r("references"),
         bad_path_reply(id, "references", "it is not a file")
+    );
+}
+
+#[test]
+fn skill_read_refuses_hidden_files_however_they_are_named() {
+    let lib = library();
+    let id = "local/pdf-tables";
+    let hidden = "hidden files and directories (a name starting with `.`) are not served";
+    for p in [".env", ".git/config", "references/.hidden", "./.env"] {
+        assert_eq!(
+            skill_read(&lib.idx, id, Some(p)),
+            bad_path_reply(id, p, hidden),
+            "{p}"
+        );
+    }
+    // Through a link with an innocent name.
+    assert_eq!(
+        skill_read(&lib.idx, id, Some("references/notes.md")),
+        bad_path_reply(id, "references/notes.md", hidden)
+    );
+}
+
+#[test]
+fn a_long_file_comes_in_parts_that_join_up_to_the_whole() {
+    let lib = library();
+    let id = "local/pdf-tables";
+    let whole = fs::read_to_string(lib.root.join("pdf-tables/references/long.md")).unwrap();
+    let total = whole.chars().count();
+    let counter = skillsearch_core::tokens::TokenCounter::new();
+    let mut joined = String::new();
+    let mut offset = 0;
+    let mut parts = 0;
+    loop {
+        let reply = engine().skill_read(
+            &lib.idx,
+            id,
+            Some("references/long.md"),
+            offset,
+            &Turn::default(),
+        );
+        assert!(counter.count(&reply) <= MAX_READ_TOKENS, "part {parts}");
+        parts += 1;
+        let Some((text, note)) = reply.rsplit_once("\n[Part of a long text") else {
+            joined.push_str(&reply);
+            break;
+        };
+        let next: usize = note
+            .rsplit_once("\"offset\": ")
+            .unwrap()
+            .1
+            .trim_end_matches(" to read on.]")
+            .parse()
+            .unwrap();
+        assert!(note.contains(&format!("of {total}")), "{note}");
+        // Parts end at a line end.
+        assert!(text.ends_with('\n'), "{:?}", &text[text.len() - 20..]);
+        joined.push_str(text);
+        offset = next;
+        assert!(parts < 20, "no progress");
+    }
+    assert!(parts >= 3, "{parts} parts");
+    assert_eq!(joined, whole);
+    // Past the end, and a short file read whole whatever the budget.
+    assert_eq!(
+        engine().skill_read(
+            &lib.idx,
+            id,
+            Some("references/long.md"),
+            total,
+            &Turn::default()
+        ),
+        offset_past_end_reply(total, total)
+    );
+    assert_eq!(
+        skill_read(&lib.idx, id, Some("references/forms.md")),
+        "# Forms\nAcroForm notes.\n"
     );
 }

@@ -101,6 +101,7 @@ fn library() -> (tempfile::TempDir, PathBuf, PathBuf) {
         "Notes about multi-page tables.\n",
     )
     .unwrap();
+    fs::write(d.join(".env"), "TOKEN=sk-live-secret\n").unwrap();
     let home = tmp.path().join("home");
     (tmp, home, skills)
 }
@@ -201,6 +202,24 @@ fn tools_follow_the_mode_and_bad_input_gets_answers() {
             json!({"id": "local/pdf-tables", "path": "references/notes.md"})
         )),
         "Notes about multi-page tables.\n"
+    );
+    let refused = text(&s.call(
+        70,
+        "skill_read",
+        json!({"id": "local/pdf-tables", "path": ".env"}),
+    ));
+    assert!(
+        refused.contains("hidden files") && !refused.contains("sk-live"),
+        "{refused}"
+    );
+    // An offset past the end (given as a string, as some models send numbers) says so.
+    assert_eq!(
+        text(&s.call(
+            71,
+            "skill_read",
+            json!({"id": "local/pdf-tables", "path": "references/notes.md", "offset": "999"})
+        )),
+        "Nothing to read at offset 999: the text has 31 characters."
     );
     let r = s.call(8, "no_such_tool", json!({}));
     assert_eq!(r["error"]["code"], -32602, "{r}");

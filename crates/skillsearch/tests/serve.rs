@@ -110,6 +110,11 @@ fn library() -> (tempfile::TempDir, PathBuf, PathBuf) {
     fs::create_dir_all(d.join("references")).unwrap();
     fs::write(d.join("SKILL.md"), "---\nname: pdf-tables\ndescription: Extract tables from scanned PDF files\n---\n\nThe secret word is PARSNIP.\n").unwrap();
     fs::write(d.join("references/notes.md"), "Notes.\n").unwrap();
+    fs::write(d.join(".env"), "TOKEN=sk-live-secret\n").unwrap();
+    let long: String = (0..3000)
+        .map(|i| format!("Step {i} of a long procedure.\n"))
+        .collect();
+    fs::write(d.join("references/long.md"), long).unwrap();
     let home = tmp.path().join("home");
     (tmp, home, skills)
 }
@@ -151,6 +156,39 @@ fn retrieve_search_read_health_and_modes() {
         &json!({"id": "local/pdf-tables", "path": "references/notes.md"}),
     );
     assert_eq!(v["text"], "Notes.\n");
+    // Hidden files are never served; a long file comes in parts that an offset continues.
+    let (_, v) = d.post(
+        "/v1/read",
+        &json!({"id": "local/pdf-tables", "path": ".env"}),
+    );
+    let refused = v["text"].as_str().unwrap();
+    assert!(
+        refused.contains("hidden files") && !refused.contains("sk-live"),
+        "{refused}"
+    );
+    let (_, v) = d.post(
+        "/v1/read",
+        &json!({"id": "local/pdf-tables", "path": "references/long.md"}),
+    );
+    let first = v["text"].as_str().unwrap();
+    assert!(
+        first.starts_with("Step 0 of") && first.contains("\"offset\": "),
+        "{first}"
+    );
+    let next: u64 = first
+        .rsplit_once("\"offset\": ")
+        .unwrap()
+        .1
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (_, v) = d.post(
+        "/v1/read",
+        &json!({"id": "local/pdf-tables", "path": "references/long.md", "offset": next}),
+    );
+    assert!(!v["text"].as_str().unwrap().starts_with("Step 0 of"), "{v}");
     let (_, v) = d.post("/v1/retrieve", &json!({"query": "pdf tables", "mode": "auto", "workspace": skills.parent().unwrap(), "skills": [&skills]}));
     assert!(v["text"].as_str().unwrap().contains("PARSNIP"));
 }

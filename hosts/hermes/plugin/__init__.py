@@ -129,6 +129,15 @@ def load_settings(home: Path) -> dict[str, Any]:
     }
 
 
+def read_offset(value: Any) -> int:
+    """``skill_read``'s ``offset``: a whole number (or one written as a string), else 0."""
+    try:
+        n = int(str(value).strip()) if value is not None else 0
+    except ValueError:
+        return 0
+    return max(n, 0)
+
+
 def wait_seconds(deadline_ms: int) -> float:
     """How long the client waits for one reply: the engine's deadline plus a margin, capped
     inside Hermes' 8.0 s prefetch cap."""
@@ -456,6 +465,9 @@ class SkillsearchProvider(MemoryProvider):
                 params = {"id": str(args.get("id", "")), "host": "hermes"}
                 if args.get("path"):
                     params["path"] = str(args["path"])
+                offset = read_offset(args.get("offset"))
+                if offset:
+                    params["offset"] = offset
                 r = eng.call("read", params, wait)
             else:
                 return json.dumps({"error": f"skillsearch has no tool `{tool_name}`"})

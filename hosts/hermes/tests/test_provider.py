@@ -152,3 +152,11 @@ def test_bad_mode_is_reported_naming_the_key_and_does_nothing(provider, capfd):
     out = json.loads(p.handle_tool_call("skill_search", {"query": QUESTION}))
     assert out["result"] == plugin.UNAVAILABLE_REPLY
     assert not plugin._ENGINES
+
+
+def test_read_offset_takes_whole_numbers_only():
+    assert plugin.read_offset(None) == 0
+    assert plugin.read_offset(40) == 40
+    assert plugin.read_offset(" 12 ") == 12
+    assert plugin.read_offset(-3) == 0
+    assert plugin.read_offset("next") == 0

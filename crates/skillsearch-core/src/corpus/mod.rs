@@ -241,6 +241,20 @@ struct At<'a> {
 }
 
 fn stat_in(at: &Option<At<'_>>, path: &Path, below: Option<&str>) -> std::io::Result<Stat> {
+    stat_with(at, path, below, AtFlags::empty())
+}
+
+/// [`stat_in`] of a link itself, not of what it points to.
+fn lstat_in(at: &Option<At<'_>>, path: &Path, below: Option<&str>) -> std::io::Result<Stat> {
+    stat_with(at, path, below, AtFlags::SYMLINK_NOFOLLOW)
+}
+
+fn stat_with(
+    at: &Option<At<'_>>,
+    path: &Path,
+    below: Option<&str>,
+    flags: AtFlags,
+) -> std::io::Result<Stat> {
     match at {
         Some(at) => {
             let mut rel = at.name.to_os_string();
@@ -248,16 +262,28 @@ fn stat_in(at: &Option<At<'_>>, path: &Path, below: Option<&str>) -> std::io::Re
                 rel.push("/");
                 rel.push(b);
             }
-            Ok(rustix::fs::statat(
-                at.parent,
-                rel.as_os_str(),
-                AtFlags::empty(),
-            )?)
+            Ok(rustix::fs::statat(at.parent, rel.as_os_str(), flags)?)
         }
         None => {
             let p = below.map_or_else(|| path.to_path_buf(), |b| path.join(b));
-            Ok(rustix::fs::stat(&p)?)
+            Ok(rustix::fs::statat(rustix::fs::CWD, &p, flags)?)
         }
+    }
+}
+
+/// The `SKILL.md` of `dir` as discovery sees it: a link is followed only when it resolves
+/// inside its own skill directory (`SKILL.md -> docs/skill.md`); one that leads out of it
+/// (`SKILL.md -> /etc/passwd`) is refused, as `skill_read` refuses such files. The usual
+/// regular file costs one `lstat`, as a plain `stat` did.
+fn skill_file_stat(at: &Option<At<'_>>, dir: &Path) -> Result<std::io::Result<Stat>, PathBuf> {
+    match lstat_in(at, dir, Some(SKILL_FILE)) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {}
+        other => return Ok(other),
+    }
+    let file = dir.join(SKILL_FILE);
+    match (dir.canonicalize(), file.canonicalize()) {
+        (Ok(base), Ok(target)) if !target.starts_with(&base) => Err(target),
+        _ => Ok(stat_in(at, dir, Some(SKILL_FILE))),
     }
 }
 
@@ -287,7 +313,21 @@ impl Walk<'_> {
         at: Option<At<'_>>,
     ) -> Option<(OwnedFd, Vec<OsString>)> {
         let skill_file = dir.join(SKILL_FILE);
-        match stat_in(&at, dir, Some(SKILL_FILE)) {
+        let stat = match skill_file_stat(&at, dir) {
+            Ok(stat) => stat,
+            Err(target) => {
+                self.diags.push(Diagnostic::error(
+                    "outside-skill",
+                    &skill_file,
+                    format!(
+                        "SKILL.md is a symlink to {}, outside its skill directory; skipped",
+                        target.display()
+                    ),
+                ));
+                return None;
+            }
+        };
+        match stat {
             Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
                 if self.visited.files.insert((st.st_dev, st.st_ino)) {
                     self.identities.push((st.st_dev, st.st_ino));
@@ -640,6 +680,43 @@ mod tests {
         let (files, diags) = discover(&Roots::explicit([r]));
         assert_eq!(files.len(), 1);
         assert!(diags.iter().any(|d| d.code == "symlink-loop"), "{diags:?}");
+    }
+
+    #[test]
+    fn a_skill_md_linked_out_of_its_directory_is_refused_and_one_linked_inside_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path().join("root");
+        fs::create_dir_all(r.join("leak")).unwrap();
+        fs::write(
+            tmp.path().join("secret"),
+            "---\nname: secret\n---\nsk-live-1\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("secret"), r.join("leak/SKILL.md")).unwrap();
+        // A link to another skill's file in the same root still leaves its directory.
+        skill(&r, "other", "---\nname: other\n---\n");
+        fs::create_dir_all(r.join("borrow")).unwrap();
+        std::os::unix::fs::symlink(r.join("other/SKILL.md"), r.join("borrow/SKILL.md")).unwrap();
+        fs::create_dir_all(r.join("inside/docs")).unwrap();
+        fs::write(r.join("inside/docs/skill.md"), "---\nname: inside\n---\n").unwrap();
+        std::os::unix::fs::symlink("docs/skill.md", r.join("inside/SKILL.md")).unwrap();
+        // A linked skill directory is followed as before.
+        skill(tmp.path(), "elsewhere/linked", "---\nname: linked\n---\n");
+        std::os::unix::fs::symlink(tmp.path().join("elsewhere/linked"), r.join("linked")).unwrap();
+        let (files, diags) = discover(&Roots::explicit([&r]));
+        let rels: Vec<_> = files.iter().map(|f| f.rel.as_str()).collect();
+        assert_eq!(rels, ["inside", "linked", "other"]);
+        let outside: Vec<_> = diags
+            .iter()
+            .filter(|d| d.code == "outside-skill")
+            .map(|d| d.path.clone())
+            .collect();
+        assert_eq!(
+            outside,
+            [r.join("borrow/SKILL.md"), r.join("leak/SKILL.md")],
+            "{diags:?}"
+        );
+        assert!(diags.iter().all(|d| !d.message.contains("sk-live")));
     }
 
     #[test]

@@ -279,16 +279,27 @@ impl Engine {
         tools::skill_search(self, index, query, turn)
     }
 
-    /// What a `skill_read` call returns: a skill in full, or one of its files. A hub skill
-    /// (`hub/<id>`) is read from its installed bundle. Never fails.
+    /// What a `skill_read` call returns: a skill in full, or one of its files, from character
+    /// `offset` on and at most [`tools::MAX_READ_TOKENS`] (a part that is not the last says
+    /// which offset reads on). A hub skill (`hub/<id>`) is read from its installed bundle.
+    /// Never fails.
     pub fn skill_read(
         &self,
         index: &SkillIndex,
         id: &str,
         path: Option<&str>,
+        offset: usize,
         turn: &Turn,
     ) -> String {
-        tools::skill_read_any(index, &self.remote, id, path, &self.settings.heading, turn)
+        tools::skill_read_any(
+            index,
+            &self.remote,
+            id,
+            path,
+            offset,
+            &self.settings.heading,
+            turn,
+        )
     }
 
     /// Which tools this turn shows: core tools, unmanaged plugins' tools, and the tools of the

@@ -29,12 +29,14 @@ Search with the task's own words; names, descriptions and instructions are match
 pub const SKILL_SEARCH_QUERY_DESCRIPTION: &str = "What you need to do, in the task's own words, e.g. \"extract tables from a scanned PDF invoice\".";
 
 pub const SKILL_READ_DESCRIPTION: &str = "Read one skill from the library in full: its instructions, its directory, and the files it ships (references/, scripts/, assets/).
-Pass the id shown in a skill_search result, e.g. \"local/pdf-tables\". Add `path` to read one of the skill's files instead, relative to its directory, e.g. \"references/forms.md\".";
+Pass the id shown in a skill_search result, e.g. \"local/pdf-tables\". Add `path` to read one of the skill's files instead, relative to its directory, e.g. \"references/forms.md\". A long text comes in parts: a part ends by naming the `offset` that reads on.";
 
 pub const SKILL_READ_ID_DESCRIPTION: &str =
     "A skill id from a skill_search result, e.g. \"local/pdf-tables\".";
 pub const SKILL_READ_PATH_DESCRIPTION: &str =
     "Optional: a file inside the skill directory, relative to it, e.g. \"references/forms.md\".";
+pub const SKILL_READ_OFFSET_DESCRIPTION: &str =
+    "Optional: where to read on in a long text, as the end of the previous part names it.";
 
 /// Reply to a blank query.
 pub const EMPTY_QUERY_REPLY: &str = "skill_search needs a query describing the task.";
@@ -61,6 +63,22 @@ pub fn unknown_id_reply(id: &str) -> String {
 pub fn bad_path_reply(id: &str, path: &str, why: &str) -> String {
     format!("Cannot read \"{path}\" of skill \"{id}\": {why}.")
 }
+
+/// The line that ends one part of a long text: characters `from..to` of `total` were shown and
+/// `"offset": to` reads on.
+pub fn continuation_note(from: usize, to: usize, total: usize) -> String {
+    format!(
+        "[Part of a long text: characters {from}–{to} of {total}. Call skill_read again with the same id and path and \"offset\": {to} to read on.]"
+    )
+}
+
+/// Reply to an `offset` at or past the end of the text.
+pub fn offset_past_end_reply(offset: usize, total: usize) -> String {
+    format!("Nothing to read at offset {offset}: the text has {total} characters.")
+}
+
+/// Most tokens (o200k) one `skill_read` reply carries; a longer text comes in parts.
+pub const MAX_READ_TOKENS: usize = 10_000;
 
 /// Largest skill file `skill_read` returns.
 pub const MAX_READ_BYTES: u64 = 256 * 1024;
@@ -94,7 +112,8 @@ pub fn skill_read_schema() -> Value {
         "type": "object",
         "properties": {
             "id": {"type": "string", "description": SKILL_READ_ID_DESCRIPTION},
-            "path": {"type": "string", "description": SKILL_READ_PATH_DESCRIPTION}
+            "path": {"type": "string", "description": SKILL_READ_PATH_DESCRIPTION},
+            "offset": {"type": "integer", "minimum": 0, "description": SKILL_READ_OFFSET_DESCRIPTION}
         },
         "required": ["id"],
         "additionalProperties": false
@@ -141,7 +160,8 @@ pub(super) fn skill_search(
     }
 }
 
-/// The text a `skill_read` call returns. Never fails: problems are fixed replies.
+/// The text a `skill_read` call returns (before paging). Never fails: problems are fixed
+/// replies.
 fn skill_read(index: &SkillIndex, id: &str, path: Option<&str>, heading: &str) -> String {
     let id = id.trim();
     if id.is_empty() {
@@ -165,9 +185,61 @@ fn skill_read(index: &SkillIndex, id: &str, path: Option<&str>, heading: &str) -
     )
 }
 
-/// [`skill_read`] for any id a `skill_search` may have returned: a hub skill (`hub/<id>`) is
-/// read from its installed bundle, installed first when the cache does not hold it yet.
+/// [`skill_read`] for any id a `skill_search` may have returned, the part of it at `offset`
+/// (at most [`MAX_READ_TOKENS`]): a hub skill (`hub/<id>`) is read from its installed bundle,
+/// installed first when the cache does not hold it yet.
 pub(super) fn skill_read_any(
+    index: &SkillIndex,
+    remote: &Remote,
+    id: &str,
+    path: Option<&str>,
+    offset: usize,
+    heading: &str,
+    turn: &Turn,
+) -> String {
+    let text = read_whole(index, remote, id, path, heading, turn);
+    part(&text, offset, MAX_READ_TOKENS, &TokenCounter::new())
+}
+
+/// The part of `text` that starts at character `offset` and holds at most `budget` tokens, cut
+/// after a line end when one falls in its second half; a part that is not the last ends with
+/// the [`continuation_note`]. A text that fits is returned whole.
+fn part(text: &str, offset: usize, budget: usize, counter: &TokenCounter) -> String {
+    // Whole when it fits; a text of more than 16 bytes a token is not counted (no o200k text
+    // comes near that, and counting megabytes would cost the turn).
+    if offset == 0 && text.len() <= budget * 16 && counter.fits(text, budget) {
+        return text.to_owned();
+    }
+    let total = text.chars().count();
+    if offset >= total {
+        return offset_past_end_reply(offset, total);
+    }
+    let rest: Vec<char> = text.chars().skip(offset).collect();
+    // The note's own tokens come out of the budget.
+    let budget = budget.saturating_sub(64).max(1);
+    // Start from ~4 characters a token and shrink until the chunk fits.
+    let mut take = rest.len().min(budget * 4);
+    let mut chunk: String = rest[..take].iter().collect();
+    while take > 1 && !counter.fits(&chunk, budget) {
+        take = (take * 3 / 4).max(1);
+        chunk = rest[..take].iter().collect();
+    }
+    if take < rest.len()
+        && let Some(nl) = chunk.rfind('\n')
+        && chunk[..nl].chars().count() >= take / 2
+    {
+        chunk.truncate(nl + 1);
+        take = chunk.chars().count();
+    }
+    if take >= rest.len() {
+        return chunk;
+    }
+    let end = offset + take;
+    format!("{chunk}\n{}", continuation_note(offset, end, total))
+}
+
+/// The whole text a `skill_read` of `id` (and `path`) returns.
+fn read_whole(
     index: &SkillIndex,
     remote: &Remote,
     id: &str,
@@ -265,8 +337,20 @@ fn list_files(dir: &Path) -> Vec<String> {
     out
 }
 
-/// Reads one file of a skill: relative, inside the directory after symlinks are resolved, a
-/// regular text file, at most [`MAX_READ_BYTES`].
+/// Why a hidden file is refused.
+const HIDDEN: &str = "hidden files and directories (a name starting with `.`) are not served";
+
+/// Whether a relative path names or passes through a hidden file or directory (`.env`,
+/// `.git/config`): they hold secrets and tool state, never a skill's content.
+fn is_hidden(rel: &Path) -> bool {
+    rel.components().any(|c| match c {
+        Component::Normal(name) => name.as_encoded_bytes().first() == Some(&b'.'),
+        _ => false,
+    })
+}
+
+/// Reads one file of a skill: relative, not hidden, inside the directory after symlinks are
+/// resolved (and not hidden there either), a regular text file, at most [`MAX_READ_BYTES`].
 fn read_file(dir: &Path, id: &str, rel: &str) -> String {
     let p = Path::new(rel);
     if p.is_absolute()
@@ -283,11 +367,18 @@ fn read_file(dir: &Path, id: &str, rel: &str) -> String {
             "the path must be relative to the skill directory, without `..`",
         );
     }
+    if is_hidden(p) {
+        return bad_path_reply(id, rel, HIDDEN);
+    }
     let (Ok(base), Ok(full)) = (dir.canonicalize(), dir.join(p).canonicalize()) else {
         return bad_path_reply(id, rel, "no such file");
     };
-    if !full.starts_with(&base) {
+    let Ok(inside) = full.strip_prefix(&base) else {
         return bad_path_reply(id, rel, "it points outside the skill directory");
+    };
+    // A link may lead to a hidden file (`notes.md -> .env`).
+    if is_hidden(inside) {
+        return bad_path_reply(id, rel, HIDDEN);
     }
     let meta = match std::fs::metadata(&full) {
         Ok(m) if m.is_file() => m,

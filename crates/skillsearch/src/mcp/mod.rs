@@ -147,6 +147,16 @@ fn text_arg(args: &Option<serde_json::Map<String, Value>>, key: &str) -> String 
         .unwrap_or_default()
 }
 
+/// `skill_read`'s `offset`: a whole number, or one written as a string (some models quote
+/// numbers); anything else reads from the start.
+fn offset_arg(args: &Option<serde_json::Map<String, Value>>) -> usize {
+    match args.as_ref().and_then(|a| a.get("offset")) {
+        Some(Value::Number(n)) => n.as_u64().map_or(0, |n| n as usize),
+        Some(Value::String(s)) => s.trim().parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 impl SkillServer {
     /// Runs a Skills-extension request on a blocking thread with the current catalogue.
     async fn with_catalogue<T: Send + 'static>(
@@ -197,7 +207,8 @@ impl SkillServer {
                 let path = text_arg(&args, "path");
                 decision = Decision::new("mcp", "", tools::SKILL_READ, &format!("{id} {path}"));
                 let path = Some(path.as_str()).filter(|p| !p.is_empty());
-                match state.with_index(|idx| engine.skill_read(idx, &id, path, &turn)) {
+                let offset = offset_arg(&args);
+                match state.with_index(|idx| engine.skill_read(idx, &id, path, offset, &turn)) {
                     Ok(text) => {
                         decision.injected_chars = skillsearch_core::tokens::js_len(&text);
                         decision.injected_tokens = text.len().div_ceil(4);

@@ -268,6 +268,9 @@ struct ReadReq {
     id: String,
     #[serde(default)]
     path: Option<String>,
+    /// Where to read on in a long text (characters), as a previous part named it.
+    #[serde(default)]
+    offset: usize,
     #[serde(default)]
     workspace: Option<PathBuf>,
     #[serde(default)]
@@ -600,13 +603,14 @@ impl App {
         let roots = self.roots(&req.workspace, &req.skills)?;
         let ws = self.workspace(roots);
         let app = self.clone();
-        let (id, path) = (req.id.clone(), req.path.clone());
+        let (id, path, offset) = (req.id.clone(), req.path.clone(), req.offset);
         let work = async move {
             let idx = app.index(&ws).await?;
             let turn = Turn::until(started + app.deadline());
             anyhow::Ok(
                 tokio::task::spawn_blocking(move || {
-                    app.engine.skill_read(&idx, &id, path.as_deref(), &turn)
+                    app.engine
+                        .skill_read(&idx, &id, path.as_deref(), offset, &turn)
                 })
                 .await?,
             )
