@@ -199,12 +199,24 @@ enum Command {
         /// Address to listen on; anything but loopback needs --token
         #[arg(long, default_value = "127.0.0.1:7077")]
         listen: std::net::SocketAddr,
-        /// Bearer token every request must carry [env: none; pass it on the command line or in a wrapper]
-        #[arg(long)]
+        /// Bearer token every request must carry (prefer --token-file or the environment: argv is visible to other users)
+        #[arg(long, env = "SKILLSEARCH_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// File whose first line is the bearer token
+        #[arg(long, value_name = "FILE", conflicts_with = "token")]
+        token_file: Option<PathBuf>,
         /// Newline-delimited JSON requests on stdin, replies on stdout, instead of HTTP
         #[arg(long)]
         stdio: bool,
+        /// Most connections open at once; one more is answered 503
+        #[arg(long, default_value_t = 512)]
+        max_connections: usize,
+        /// Milliseconds a client has to send a request's headers
+        #[arg(long, default_value_t = 10_000)]
+        header_timeout_ms: u64,
+        /// Milliseconds open requests get to finish after SIGTERM
+        #[arg(long, default_value_t = 5_000)]
+        shutdown_grace_ms: u64,
         /// on_demand or auto [config: mode]
         #[arg(long)]
         mode: Option<String>,
@@ -565,11 +577,30 @@ fn dispatch(cli: Cli) -> Result<u8> {
             roots,
             listen,
             token,
+            token_file,
             stdio,
+            max_connections,
+            header_timeout_ms,
+            shutdown_grace_ms,
             mode,
         } => {
             let s = settings(&home, cfg, Flags::default().roots(&roots).set("mode", mode))?;
-            crate::serve::run(home, s, listen, token, stdio)
+            let token = match token_file {
+                Some(f) => Some(read_token(&f)?),
+                None => token.filter(|t| !t.is_empty()),
+            };
+            let limits = crate::serve::Limits {
+                max_connections: max_connections.max(1),
+                header_timeout: Duration::from_millis(header_timeout_ms.max(1)),
+                grace: Duration::from_millis(shutdown_grace_ms),
+            };
+            let listen = crate::serve::Listen {
+                addr: listen,
+                token,
+                stdio,
+                limits,
+            };
+            crate::serve::run(home, s, listen)
         }
         Command::Mcp { roots, mode } => {
             let s = settings(&home, cfg, Flags::default().roots(&roots).set("mode", mode))?;
@@ -1254,4 +1285,15 @@ fn cmd_eval(
         ))?;
     }
     Ok(0)
+}
+
+/// The bearer token in the first line of `path` (surrounding blanks dropped).
+fn read_token(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let token = text.lines().next().unwrap_or_default().trim().to_owned();
+    if token.is_empty() {
+        bail!("the token file {} is empty", path.display());
+    }
+    Ok(token)
 }

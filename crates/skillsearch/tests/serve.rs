@@ -56,10 +56,12 @@ impl Daemon {
         let mut s = TcpStream::connect(&self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-            self.addr,
+            "{method} {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
             body.len()
         );
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            req.push_str(&format!("Host: {}\r\n", self.addr));
+        }
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));
         }
@@ -331,6 +333,21 @@ fn stdio_mode_answers_line_by_line() {
             .unwrap()
             .contains("references/notes.md")
     );
+    // A line over the cap is answered with an error, never held whole; the next one is served.
+    let huge = format!(
+        r#"{{"id": 4, "method": "search", "params": {{"query": "{}"}}}}"#,
+        "a".repeat(3 << 20)
+    );
+    let v = ask(&huge);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over the 1048576-byte limit"),
+        "{v}"
+    );
+    let v = ask(r#"{"id": 5, "method": "health"}"#);
+    assert_eq!(v["result"]["status"], "ok", "{v}");
     drop(stdin);
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
@@ -671,4 +688,133 @@ fn many_keep_alive_clients_are_all_answered_and_sigterm_still_stops_cleanly() {
     let open: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
     assert_eq!(d.terminate().code(), Some(0));
     drop(open);
+}
+
+#[test]
+fn without_a_token_only_loopback_host_names_are_answered() {
+    let (_t, home, skills) = library();
+    let d = Daemon::start(&home, &skills, &[]);
+    for host in [
+        "evil.example",
+        "evil.example:7077",
+        "10.0.0.5:7077",
+        "localhost.evil.example",
+    ] {
+        let (st, v) = d.http("GET", "/v1/health", b"", &[("Host", host)]);
+        assert_eq!(st, 403, "{host}: {v}");
+        assert!(v["error"].as_str().unwrap().contains("--token"), "{v}");
+        let (st, _) = d.http(
+            "POST",
+            "/v1/read",
+            br#"{"id": "local/pdf-tables"}"#,
+            &[("Host", host)],
+        );
+        assert_eq!(st, 403, "{host}");
+    }
+    for host in [
+        "localhost",
+        "localhost:7077",
+        "127.0.0.1:9",
+        "[::1]:7077",
+        "app.localhost",
+    ] {
+        let (st, _) = d.http("GET", "/v1/health", b"", &[("Host", host)]);
+        assert_eq!(st, 200, "{host}");
+    }
+    // With a token (read from a file) the token is the guard, whatever the host name.
+    let token_file = home.parent().unwrap().join("token");
+    fs::write(&token_file, "file-token\n").unwrap();
+    let d = Daemon::start(
+        &home,
+        &skills,
+        &["--token-file", token_file.to_str().unwrap()],
+    );
+    let auth = ("Authorization", "Bearer file-token");
+    let (st, _) = d.http("GET", "/v1/health", b"", &[("Host", "evil.example"), auth]);
+    assert_eq!(st, 200);
+    let (st, _) = d.http("GET", "/v1/health", b"", &[("Host", "evil.example")]);
+    assert_eq!(st, 401);
+    // Or from the environment.
+    let d = Daemon::start_with_env(
+        &home,
+        &skills,
+        &[],
+        &[("SKILLSEARCH_TOKEN", Path::new("env-token"))],
+    );
+    let (st, _) = d.http("GET", "/v1/health", b"", &[]);
+    assert_eq!(st, 401);
+    let (st, _) = d.http(
+        "GET",
+        "/v1/health",
+        b"",
+        &[("Authorization", "Bearer env-token")],
+    );
+    assert_eq!(st, 200);
+}
+
+/// Opens a connection and sends the start of a request, never its end.
+fn half_open(addr: &str, start: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(start.as_bytes()).unwrap();
+    s
+}
+
+#[test]
+fn idle_half_open_connections_are_capped_and_timed_out() {
+    let (_t, home, skills) = library();
+    let d = Daemon::start(
+        &home,
+        &skills,
+        &["--max-connections", "4", "--header-timeout-ms", "600"],
+    );
+    let idle: Vec<TcpStream> = (0..4)
+        .map(|_| half_open(&d.addr, "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    // Over the cap: a clear 503 at once, not a hang.
+    let started = Instant::now();
+    let (st, v) = d.http("GET", "/v1/health", b"", &[]);
+    assert_eq!(st, 503, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("too many open connections")
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // The idle ones are closed once their header time is up; then clients are served again.
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+    }
+    let started = Instant::now();
+    loop {
+        let (st, _) = d.http("GET", "/v1/health", b"", &[]);
+        if st == 200 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "still {st}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sigterm_stops_within_the_grace_even_with_a_slow_client() {
+    let (_t, home, skills) = library();
+    let mut d = Daemon::start(&home, &skills, &["--shutdown-grace-ms", "300"]);
+    // A request whose body never finishes arriving.
+    let _slow = half_open(
+        &d.addr,
+        "POST /v1/search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"query\":",
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let status = d.terminate();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(status.code(), Some(0));
 }

@@ -459,7 +459,12 @@ pub const ENV_ALIASES: &[(&str, &str)] =
     &[("SKILLSEARCH_MODEL_DIR", "SKILLSEARCH_EMBEDDING_MODEL_DIR")];
 
 /// Environment variables that are ours but are not configuration keys.
-pub const OTHER_ENV: &[&str] = &["SKILLSEARCH_HOME", "SKILLSEARCH_CONFIG", "SKILLSEARCH_LOG"];
+pub const OTHER_ENV: &[&str] = &[
+    "SKILLSEARCH_HOME",
+    "SKILLSEARCH_CONFIG",
+    "SKILLSEARCH_LOG",
+    "SKILLSEARCH_TOKEN",
+];
 
 /// Where an effective value came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

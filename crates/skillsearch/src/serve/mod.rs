@@ -7,6 +7,7 @@
 //! watcher (or, where watching is impossible, every `refresh_ms`). Every request has the
 //! whole-turn deadline and a failure is an empty, well-formed answer with a diagnostic.
 
+mod conn;
 mod reply;
 mod run_queue;
 
@@ -18,6 +19,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+pub(crate) use conn::Limits;
 use reply::{RetrieveReply, Text};
 use run_queue::RunQueue;
 use serde::Deserialize;
@@ -889,6 +891,67 @@ async fn h_fallback() -> ApiError {
     )
 }
 
+/// Whether `host` (a `Host` header: a name or address, maybe with a port) names this machine's
+/// loopback: `localhost` (or a name under it), `127.x.x.x` or `[::1]`.
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        })
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Every request: without a token, only loopback `Host` names are answered (a web page that
+/// rebinds its own name to 127.0.0.1 cannot read skills); and the whole request, body included,
+/// has the turn's deadline plus a margin.
+async fn guard(
+    State(app): State<Arc<App>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if app.token.is_none()
+        && let Some(host) = req.headers().get(axum::http::header::HOST)
+    {
+        let host = String::from_utf8_lossy(host.as_bytes()).into_owned();
+        if !is_loopback_host(&host) {
+            return ApiError(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Host `{host}` is refused: without --token the daemon answers only loopback host names (localhost, 127.0.0.1, [::1])"
+                ),
+            )
+            .into_response();
+        }
+    }
+    let limit = app.deadline() + REQUEST_MARGIN;
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => ApiError(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request was not complete within {} ms (a body sent too slowly?)",
+                limit.as_millis()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// What a request may take beyond the turn's deadline: reading its body, writing its answer.
+const REQUEST_MARGIN: Duration = Duration::from_secs(5);
+
 fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/v1/retrieve", post(h_retrieve))
@@ -900,6 +963,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/v1/health", get(h_health))
         .fallback(h_fallback)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), guard))
         .with_state(app)
 }
 
@@ -911,11 +975,62 @@ fn params_of<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, ApiErro
         .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("bad params: {e}")))
 }
 
+/// One line of at most `cap` bytes from `r`, without its newline: `Ok(None)` at the end of the
+/// input, `Ok(Some(Err(n)))` for a line of `n` bytes over the cap (read to its end and dropped,
+/// never held whole).
+async fn read_line_capped(
+    r: &mut (impl tokio::io::AsyncBufRead + Unpin),
+    cap: usize,
+) -> std::io::Result<Option<Result<Vec<u8>, usize>>> {
+    use tokio::io::AsyncBufReadExt;
+    let mut line = Vec::new();
+    let mut seen = 0usize;
+    loop {
+        let buf = r.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(match (seen, seen > cap) {
+                (0, _) => None,
+                (n, true) => Some(Err(n)),
+                _ => Some(Ok(line)),
+            });
+        }
+        let (chunk, done) = match buf.iter().position(|&c| c == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        seen += chunk.len();
+        if seen <= cap {
+            line.extend_from_slice(chunk);
+        } else {
+            line = Vec::new();
+        }
+        let used = done.unwrap_or(buf.len());
+        r.consume(used);
+        if done.is_some() {
+            return Ok(Some(if seen > cap { Err(seen) } else { Ok(line) }));
+        }
+    }
+}
+
+/// Longest request line `serve --stdio` reads (the HTTP body limit).
+const MAX_LINE_BYTES: usize = MAX_BODY_BYTES;
+
 async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    use tokio::io::{AsyncWriteExt, BufReader};
+    let mut input = BufReader::new(tokio::io::stdin());
     let mut out = tokio::io::stdout();
-    while let Some(line) = lines.next_line().await? {
+    while let Some(line) = read_line_capped(&mut input, MAX_LINE_BYTES).await? {
+        let line = match line {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(n) => {
+                let reply = json!({"id": null, "error": {"message": format!("request line of {n} bytes is over the {MAX_LINE_BYTES}-byte limit; skipped")}});
+                let mut bytes = serde_json::to_vec(&reply)?;
+                bytes.push(b'\n');
+                out.write_all(&bytes).await?;
+                out.flush().await?;
+                continue;
+            }
+        };
         if line.trim().is_empty() {
             continue;
         }
@@ -985,14 +1100,25 @@ async fn shutdown_signal() {
     tracing::info!(target: "serve", "shutting down");
 }
 
+/// How one daemon listens.
+#[derive(Debug, Clone)]
+pub(crate) struct Listen {
+    pub addr: SocketAddr,
+    /// The bearer token every request must carry (required off loopback).
+    pub token: Option<String>,
+    /// JSON lines on stdin/stdout instead of HTTP.
+    pub stdio: bool,
+    pub limits: Limits,
+}
+
 /// Runs the daemon until SIGINT/SIGTERM (HTTP) or the end of stdin (`--stdio`).
-pub fn run(
-    home: PathBuf,
-    settings: Settings,
-    listen: SocketAddr,
-    token: Option<String>,
-    stdio: bool,
-) -> anyhow::Result<u8> {
+pub(crate) fn run(home: PathBuf, settings: Settings, listen: Listen) -> anyhow::Result<u8> {
+    let Listen {
+        addr: listen,
+        token,
+        stdio,
+        limits,
+    } = listen;
     if !stdio && !listen.ip().is_loopback() && token.as_deref().is_none_or(str::is_empty) {
         bail!(
             "refusing to listen on {listen} without --token: only loopback addresses may be served without one"
@@ -1037,9 +1163,7 @@ pub fn run(
         // The one line on stdout: where to connect (port 0 picks a free port).
         crate::output::Out::stdout().json(&json!({"listening": format!("http://{local}")}))?;
         tracing::info!(target: "serve", %local, "serving");
-        axum::serve(listener, router(app))
-            .with_graceful_shutdown(shutdown_signal())
-            .await?;
+        conn::serve(listener, router(app), limits, shutdown_signal()).await;
         anyhow::Ok(())
     })?;
     Ok(0)
