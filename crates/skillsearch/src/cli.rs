@@ -217,6 +217,12 @@ enum Command {
         /// Milliseconds open requests get to finish after SIGTERM
         #[arg(long, default_value_t = 5_000)]
         shutdown_grace_ms: u64,
+        /// Over HTTP, a directory a request may name as a root or workspace, with everything below it; repeatable; `*` for any (the configured roots are always served; over --stdio the parent may name any)
+        #[arg(long = "allow-roots", value_name = "DIR")]
+        allow_roots: Vec<String>,
+        /// Most warm workspaces (index and watcher per set of roots) besides the configured roots; one more closes the least recently used
+        #[arg(long, default_value_t = 16)]
+        max_workspaces: usize,
         /// on_demand or auto [config: mode]
         #[arg(long)]
         mode: Option<String>,
@@ -582,6 +588,8 @@ fn dispatch(cli: Cli) -> Result<u8> {
             max_connections,
             header_timeout_ms,
             shutdown_grace_ms,
+            allow_roots,
+            max_workspaces,
             mode,
         } => {
             let s = settings(&home, cfg, Flags::default().roots(&roots).set("mode", mode))?;
@@ -596,6 +604,8 @@ fn dispatch(cli: Cli) -> Result<u8> {
             };
             let listen = crate::serve::Listen {
                 addr: listen,
+                allow_roots,
+                max_workspaces,
                 token,
                 stdio,
                 limits,

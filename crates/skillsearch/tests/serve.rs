@@ -818,3 +818,105 @@ fn sigterm_stops_within_the_grace_even_with_a_slow_client() {
     );
     assert_eq!(status.code(), Some(0));
 }
+
+/// The daemon's thread count, from /proc.
+fn threads(pid: u32) -> usize {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn roots_a_request_names_need_an_allow_pattern_and_warm_workspaces_are_capped() {
+    let (t, home, skills) = library();
+    let many = t.path().join("many");
+    let d = Daemon::start(
+        &home,
+        &skills,
+        &[
+            "--allow-roots",
+            many.to_str().unwrap(),
+            "--max-workspaces",
+            "3",
+        ],
+    );
+    for body in [
+        json!({"query": "pdf", "skills": ["/"]}),
+        json!({"query": "pdf", "workspace": "/"}),
+        json!({"query": "pdf", "skills": [many.join("../skills")]}),
+    ] {
+        let (st, v) = d.post("/v1/search", &body);
+        assert_eq!(st, 403, "{body}: {v}");
+        assert!(
+            v["error"].as_str().unwrap().contains("--allow-roots"),
+            "{v}"
+        );
+    }
+    // The configured roots need no pattern.
+    let (st, v) = d.post(
+        "/v1/search",
+        &json!({"query": "scanned pdf", "skills": [&skills]}),
+    );
+    assert_eq!(st, 200);
+    assert!(v["text"].as_str().unwrap().contains("PARSNIP"));
+    let mut at_cap = 0;
+    for i in 0..30 {
+        if i == 3 {
+            std::thread::sleep(Duration::from_millis(500));
+            at_cap = threads(d.child.id());
+        }
+        let dir = many.join(format!("ws{i}"));
+        fs::create_dir_all(&dir).unwrap();
+        let (st, v) = d.post("/v1/search", &json!({"query": "pdf", "skills": [&dir]}));
+        assert_eq!(st, 200, "{v}");
+    }
+    let (_, h) = d.http("GET", "/v1/health", b"", &[]);
+    assert!(h["workspaces"].as_u64().unwrap() <= 4, "{h}");
+    // Closed workspaces take their watcher threads with them.
+    let started = Instant::now();
+    while threads(d.child.id()) > at_cap + 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "threads {} (at the cap {at_cap})",
+            threads(d.child.id())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Still serving, and the configured roots are still warm.
+    let (_, v) = d.post("/v1/search", &json!({"query": "scanned pdf"}));
+    assert!(v["text"].as_str().unwrap().contains("PARSNIP"));
+}
+
+#[test]
+fn a_root_removed_and_made_again_is_watched_again() {
+    let (_t, home, skills) = library();
+    let d = Daemon::start(&home, &skills, &[]);
+    let (_, v) = d.post("/v1/search", &json!({"query": "scanned pdf"}));
+    assert!(v["text"].as_str().unwrap().contains("PARSNIP"));
+    fs::remove_dir_all(&skills).unwrap();
+    fs::create_dir_all(&skills).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    skillsearch_testkit::write_file(
+        &skills.join("zeppelin/SKILL.md"),
+        "---\nname: zeppelin\ndescription: Moor a zeppelin safely\n---\nUse the mast.\n",
+    );
+    let started = Instant::now();
+    loop {
+        let (_, v) = d.post("/v1/search", &json!({"query": "zeppelin mooring"}));
+        let text = v["text"].as_str().unwrap_or("").to_owned();
+        if text.contains("Use the mast") {
+            assert!(!text.contains("PARSNIP"));
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the replaced root was never picked up: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

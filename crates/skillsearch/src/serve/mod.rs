@@ -10,6 +10,8 @@
 mod conn;
 mod reply;
 mod run_queue;
+mod watch;
+mod workspaces;
 
 use crate::context::{open_index, roots_of};
 use anyhow::{Context, bail};
@@ -29,12 +31,12 @@ use skillsearch_core::index::{Refresh, SkillIndex};
 use skillsearch_core::turn::decision_log::Decision;
 use skillsearch_core::turn::{self, HostSource, PlanFrom, Retrieval, ms_since as ms, tools};
 use skillsearch_core::{Engine, Remote, RemoteHit, Roots, Turn};
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+pub(crate) use workspaces::RootPolicy;
+use workspaces::{Warm, Workspaces};
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -45,6 +47,15 @@ const MAX_QUERY_CHARS: usize = 2000;
 struct Workspace {
     index: tokio::sync::OnceCell<Arc<SkillIndex>>,
     roots: Roots,
+}
+
+impl Warm for Workspace {
+    fn new(roots: Roots) -> Self {
+        Workspace {
+            index: tokio::sync::OnceCell::new(),
+            roots,
+        }
+    }
 }
 
 /// Recent answers, by (roots, query, mode, top_k, tool?, index generation). The same turn often
@@ -94,7 +105,11 @@ struct App {
     engine: Engine,
     cache: Mutex<AnswerCache>,
     home: PathBuf,
-    workspaces: Mutex<HashMap<Vec<PathBuf>, Arc<Workspace>>>,
+    workspaces: Workspaces<Workspace>,
+    /// The roots a request may name besides the configured ones.
+    policy: RootPolicy,
+    /// The configured roots (always served, never closed).
+    default_roots: Vec<PathBuf>,
     token: Option<String>,
     embedding: Arc<crate::embedding::Background>,
     /// Fresh retrievals run on the runtime's own threads (see [`runs_inline`]).
@@ -305,7 +320,11 @@ impl App {
         workspace: &Option<PathBuf>,
         skills: &Option<Vec<PathBuf>>,
     ) -> Result<Roots, ApiError> {
+        let refused = |why: String| ApiError(StatusCode::FORBIDDEN, why);
         if let Some(s) = skills.as_ref().filter(|s| !s.is_empty()) {
+            for r in s.iter().filter(|r| !self.default_roots.contains(r)) {
+                self.policy.check(r, "root").map_err(refused)?;
+            }
             return Ok(Roots::explicit(s.iter().cloned()));
         }
         let Some(w) = workspace else {
@@ -318,6 +337,7 @@ impl App {
                 format!("workspace `{}` must be an absolute path", w.display()),
             ));
         }
+        self.policy.check(w, "workspace").map_err(refused)?;
         // Only a request naming a workspace needs settings of its own (a copy per request was
         // ~1% of a daemon's CPU under load).
         let mut s = self.engine.settings().clone();
@@ -326,17 +346,14 @@ impl App {
         roots_of(&s).map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))
     }
 
+    /// The workspace of `roots`; the configured roots' is never closed.
     fn workspace(self: &Arc<Self>, roots: Roots) -> Arc<Workspace> {
-        let key: Vec<PathBuf> = roots.0.iter().map(|r| r.path.clone()).collect();
-        let mut map = self.workspaces.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(key)
-            .or_insert_with(|| {
-                Arc::new(Workspace {
-                    index: tokio::sync::OnceCell::new(),
-                    roots,
-                })
-            })
-            .clone()
+        let pinned = roots
+            .0
+            .iter()
+            .map(|r| &r.path)
+            .eq(self.default_roots.iter());
+        self.workspaces.get(roots, pinned)
     }
 
     /// The warm index for `ws`, opened (and its watcher started) on first use.
@@ -354,7 +371,7 @@ impl App {
                         idx.set_split(!app.inline);
                         let idx = Arc::new(idx);
                         app.embedding.register(&idx);
-                        watch(idx.clone(), refresh_ms);
+                        watch::watch(&idx, refresh_ms);
                         anyhow::Ok(idx)
                     })
                     .await??;
@@ -380,7 +397,9 @@ impl App {
             .values()
             .filter(|p| !p.skills.is_empty() && managed.contains_key(&p.id))
         {
-            let ws = self.workspace(Roots::explicit(p.skills.iter().cloned()));
+            let ws = self
+                .workspaces
+                .get(Roots::explicit(p.skills.iter().cloned()), true);
             match self.index(&ws).await {
                 Ok(idx) => out.push((p.id.clone(), idx)),
                 Err(e) => {
@@ -739,7 +758,7 @@ impl App {
     }
 
     fn health(&self) -> Value {
-        let n = self.workspaces.lock().map(|m| m.len()).unwrap_or(0);
+        let n = self.workspaces.len();
         let s = self.engine.settings();
         json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": s.mode.as_str(), "retriever": s.retriever.as_str(), "semantic": self.embedding.status(), "remote": self.engine.remote().summary()})
     }
@@ -765,65 +784,6 @@ impl App {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Whether a file-system event under a root can change what the index holds. Opening and
-/// reading are not changes: the refresh's own walk opens every directory, so counting them
-/// would make each refresh schedule the next, forever. A watcher error (a lost event queue)
-/// counts as a change.
-fn may_change_skills(kind: &notify::EventKind) -> bool {
-    use notify::event::{AccessKind, AccessMode, EventKind};
-    match kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) => false,
-        _ => true,
-    }
-}
-
-/// Refreshes `idx` when its roots change (inotify), or every `refresh_ms` where the roots cannot
-/// be watched. Runs for the life of the process.
-fn watch(idx: Arc<SkillIndex>, refresh_ms: u64) {
-    use notify::{RecursiveMode, Watcher};
-    let dirty = Arc::new(AtomicBool::new(false));
-    let flag = dirty.clone();
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.as_ref().map_or(true, |e| may_change_skills(&e.kind)) {
-            flag.store(true, Ordering::Relaxed);
-        }
-    });
-    let mut watched = false;
-    let mut keep = None;
-    if let Ok(mut w) = watcher {
-        watched = true;
-        for r in &idx.roots().0 {
-            if r.path.is_dir()
-                && let Err(e) = w.watch(&r.path, RecursiveMode::Recursive)
-            {
-                tracing::warn!(target: "serve", root = %r.path.display(), error = %e, "cannot watch; falling back to periodic checks");
-                watched = false;
-            }
-        }
-        keep = Some(w);
-    }
-    std::thread::spawn(move || {
-        let _watcher = keep;
-        let period = Duration::from_millis(refresh_ms.max(250));
-        let mut last = Instant::now();
-        loop {
-            std::thread::sleep(Duration::from_millis(250));
-            let due = if watched {
-                dirty.swap(false, Ordering::Relaxed)
-            } else {
-                last.elapsed() >= period
-            };
-            if due {
-                last = Instant::now();
-                if let Err(e) = idx.refresh(&|_| {}) {
-                    tracing::warn!(target: "serve", error = %e, "refresh failed; serving the index as it is");
-                }
-            }
-        }
-    });
 }
 
 async fn h_retrieve(
@@ -1104,6 +1064,10 @@ async fn shutdown_signal() {
 #[derive(Debug, Clone)]
 pub(crate) struct Listen {
     pub addr: SocketAddr,
+    /// Roots a request may name besides the configured ones (`--allow-roots`).
+    pub allow_roots: Vec<String>,
+    /// Warm workspaces kept at most besides the pinned ones.
+    pub max_workspaces: usize,
     /// The bearer token every request must carry (required off loopback).
     pub token: Option<String>,
     /// JSON lines on stdin/stdout instead of HTTP.
@@ -1115,10 +1079,21 @@ pub(crate) struct Listen {
 pub(crate) fn run(home: PathBuf, settings: Settings, listen: Listen) -> anyhow::Result<u8> {
     let Listen {
         addr: listen,
+        allow_roots,
+        max_workspaces,
         token,
         stdio,
         limits,
     } = listen;
+    // Over stdio the one client is the parent that started the daemon.
+    let policy = if stdio {
+        RootPolicy::any()
+    } else {
+        RootPolicy::from_patterns(&allow_roots, &std::env::current_dir().unwrap_or_default())
+    };
+    let default_roots: Vec<PathBuf> = roots_of(&settings)
+        .map(|r| r.0.into_iter().map(|r| r.path).collect())
+        .unwrap_or_default();
     if !stdio && !listen.ip().is_loopback() && token.as_deref().is_none_or(str::is_empty) {
         bail!(
             "refusing to listen on {listen} without --token: only loopback addresses may be served without one"
@@ -1135,7 +1110,9 @@ pub(crate) fn run(home: PathBuf, settings: Settings, listen: Listen) -> anyhow::
         engine,
         cache: Mutex::new(answer_cache()),
         home,
-        workspaces: Mutex::new(HashMap::new()),
+        workspaces: Workspaces::new(max_workspaces),
+        policy,
+        default_roots,
         token,
         embedding,
         inline,
@@ -1173,7 +1150,6 @@ pub(crate) fn run(home: PathBuf, settings: Settings, listen: Listen) -> anyhow::
 mod tests {
     use super::{
         Answer, AnswerCache, CACHE_BYTES, CACHE_ENTRIES, CacheKey, answer_bytes, answer_cache,
-        may_change_skills,
     };
     use std::sync::Arc;
 
@@ -1225,32 +1201,5 @@ mod tests {
             );
         }
         assert_eq!(cache.len(), CACHE_ENTRIES);
-    }
-    use notify::event::{
-        AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RemoveKind, RenameMode,
-    };
-
-    #[test]
-    fn only_events_that_can_change_a_skill_mark_the_index_dirty() {
-        for kind in [
-            EventKind::Create(CreateKind::File),
-            EventKind::Modify(ModifyKind::Any),
-            EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
-            EventKind::Remove(RemoveKind::Folder),
-            EventKind::Access(AccessKind::Close(AccessMode::Write)),
-            EventKind::Any,
-            EventKind::Other,
-        ] {
-            assert!(may_change_skills(&kind), "{kind:?}");
-        }
-        // The refresh's own walk opens and reads: such events must not trigger another.
-        for kind in [
-            EventKind::Access(AccessKind::Open(AccessMode::Any)),
-            EventKind::Access(AccessKind::Close(AccessMode::Read)),
-            EventKind::Access(AccessKind::Read),
-            EventKind::Access(AccessKind::Any),
-        ] {
-            assert!(!may_change_skills(&kind), "{kind:?}");
-        }
     }
 }
