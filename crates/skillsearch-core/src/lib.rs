@@ -15,6 +15,7 @@ pub mod index;
 pub mod plan;
 pub mod remote;
 pub mod retrieve;
+pub mod secrets;
 pub mod tokens;
 pub mod turn;
 

@@ -117,7 +117,8 @@ fn nothing_below_turn_names_it() {
 /// The engine's folders, lowest first (ARCHITECTURE.md, "Code map"). A module may name only
 /// modules of a lower layer.
 const LAYERS: &[&[&str]] = &[
-    &["error", "config", "tokens", "eval"],
+    &["error", "tokens", "eval", "secrets"],
+    &["config"],
     &["corpus"],
     &["index"],
     &["retrieve"],

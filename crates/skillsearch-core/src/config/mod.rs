@@ -971,6 +971,10 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
                     (Kind::Secret, Value::String(text)) => {
                         Value::String(Secret::new(text).shown().to_owned())
                     }
+                    // An endpoint may carry a password (`https://user:pw@host`).
+                    (_, Value::String(text)) => {
+                        Value::String(crate::secrets::redact_url_userinfo(&text))
+                    }
                     (_, v) => v,
                 };
                 (d.name, v, s)
@@ -1324,5 +1328,21 @@ mod tests {
         assert!(e.message.contains("did you mean `hybrid`"), "{}", e.message);
         let e = resolve(&file("[embedding]\nmodel_dri = \"/x\"\n")).unwrap_err();
         assert!(e.message.contains("embedding_model_dir"), "{}", e.message);
+    }
+
+    #[test]
+    fn config_show_hides_the_password_in_an_endpoint_url() {
+        let s = resolve(&Layers {
+            env: vec![(
+                "SKILLSEARCH_HUB_ENDPOINT".into(),
+                "https://team:hunter22@hub.internal/api".into(),
+            )],
+            ..Default::default()
+        })
+        .unwrap();
+        let (_, v, _) = s.effective.iter().find(|e| e.0 == "hub_endpoint").unwrap();
+        assert_eq!(v, &json!("https://team:[redacted]@hub.internal/api"));
+        // The setting itself keeps it, for the one place that connects.
+        assert_eq!(s.hub_endpoint, "https://team:hunter22@hub.internal/api");
     }
 }

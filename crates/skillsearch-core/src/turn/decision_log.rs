@@ -4,11 +4,8 @@
 //! lines; the file is rotated (one previous file kept) when it passes its size limit.
 
 use crate::turn::Retrieval;
-use regex::Regex;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
 
 /// One hit as logged.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -157,21 +154,9 @@ fn truncate(s: &str, max_chars: usize) -> String {
     }
 }
 
-static SECRET: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\b(sk-[a-z0-9_-]{12,}|gh[pousr]_[a-z0-9]{20,}|xox[abpr]-[a-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9a-z_-]{30,})|(bearer\s+)[a-z0-9._~+/-]{12,}=*|((?:api[_-]?key|token|secret|password)\s*[:=]\s*)\S{6,}",
-    )
-    .expect("valid regex")
-});
-
-/// Replaces things that look like credentials with `[redacted]`.
+/// Replaces things that look like credentials with `[redacted]` ([`crate::secrets::redact`]).
 pub fn redact(s: &str) -> String {
-    SECRET
-        .replace_all(s, |c: &regex::Captures<'_>| {
-            let keep = c.get(2).or_else(|| c.get(3)).map_or("", |m| m.as_str());
-            format!("{keep}[redacted]")
-        })
-        .into_owned()
+    crate::secrets::redact(s)
 }
 
 /// Current UTC time as RFC 3339 with milliseconds, from the system clock (no date crate needed).
@@ -232,18 +217,11 @@ impl DecisionLog {
     pub fn append(&self, d: &Decision) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(d).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
         if std::fs::metadata(&self.path).is_ok_and(|m| m.len() + line.len() as u64 > self.max_bytes)
         {
             let _ = std::fs::rename(&self.path, self.rotated());
         }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)?;
-        f.write_all(&line)
+        crate::secrets::append_private(&self.path, &line)
     }
 
     /// The previous file after a rotation.

@@ -6,7 +6,6 @@ use crate::tokens::prefix_chars;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -293,21 +292,14 @@ fn append_log(
         .collect();
     let line = json!({
         "ts": ts,
-        "task": prefix_chars(task, 1000),
+        "task": crate::secrets::redact(prefix_chars(task, 1000)),
         "candidates": candidates.iter().map(|c| c.qualified_id.as_str()).collect::<Vec<_>>(),
-        "plan": out.plan,
+        "plan": out.plan.as_deref().map(crate::secrets::redact),
         "selected": out.selected_ids,
         "rejected": rejected,
-        "raw_response": prefix_chars(out.raw_response.as_deref().unwrap_or(""), 4000),
+        "raw_response": crate::secrets::redact(prefix_chars(out.raw_response.as_deref().unwrap_or(""), 4000)),
     });
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
-    f.write_all(format!("{line}\n").as_bytes())
+    crate::secrets::append_private(path, format!("{line}\n").as_bytes())
 }
 
 #[cfg(test)]
