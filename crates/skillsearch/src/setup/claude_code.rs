@@ -2,8 +2,9 @@
 //! and the pre-approval of skillsearch's read-only MCP tools; the user-scope `mcpServers` in
 //! `.claude.json` carry the MCP server (on_demand). Both honour `CLAUDE_CONFIG_DIR`.
 
+use super::doctor::{self, Approval, Gate, Spec, Test, Want, flag};
 use super::wiring::{self, SERVER, Wiring};
-use super::{Check, SetupPlan, SetupRequest, get_path};
+use super::{Check, SetupPlan, SetupRequest, Status, get_path};
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -91,114 +92,71 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
     let paths = Paths::from_env()?;
     let (_, settings) = wiring::read_json(&paths.settings)?;
     let (_, state) = wiring::read_json(&paths.state)?;
+    let (_, policy) = wiring::read_json(Path::new(MANAGED_SETTINGS)).unwrap_or_default();
     let found = wiring::find_in_json(&settings, &state);
-    let mut checks = vec![wiring::check_exclusive(&found, HOST)];
-    if found.hook.is_none() && found.server.is_none() {
-        return Ok(checks);
-    }
-    checks.push(wiring::check_binaries(&found, HOST));
+    let mut specs = Vec::new();
     if found.hook.is_some() {
-        let managed = PathBuf::from(MANAGED_SETTINGS);
-        let (_, policy) = wiring::read_json(&managed).unwrap_or_default();
-        let flag = |v: &Value, k: &str| v.get(k).and_then(Value::as_bool) == Some(true);
-        checks.push(
-            if let Some(k) = ["allowManagedHooksOnly", "disableAllHooks"]
-                .into_iter()
-                .find(|k| flag(&policy, k))
-            {
-                Check::fail(
-                    "hook",
+        let mut gates: Vec<Gate> = ["allowManagedHooksOnly", "disableAllHooks"]
+            .into_iter()
+            .map(|k| {
+                Gate::fail(
+                    flag(&policy, &[k], Want::NotTrue),
                     format!("managed policy {MANAGED_SETTINGS} sets `{k}`: user hooks do not run"),
                     "ask the administrator to add the skillsearch hook to the managed settings, or use --mode on_demand",
                 )
-            } else if flag(&settings, "disableAllHooks") {
-                Check::fail(
-                    "hook",
-                    format!("`disableAllHooks` is true in {}", paths.settings.display()),
-                    format!("remove `disableAllHooks` from {}", paths.settings.display()),
-                )
-            } else {
-                Check::ok(
-                    "hook",
-                    format!(
-                        "UserPromptSubmit runs skillsearch ({})",
-                        paths.settings.display()
-                    ),
-                )
-            },
-        );
+            })
+            .collect();
+        gates.push(doctor::hooks_enabled(&settings, &paths.settings));
+        specs.push(Spec {
+            name: "hook",
+            gates,
+            ok: Some(format!(
+                "UserPromptSubmit runs skillsearch ({})",
+                paths.settings.display()
+            )),
+        });
     }
     if found.server.is_some() {
-        let always = get_path(&state, &["mcpServers", SERVER, "alwaysLoad"]);
-        checks.push(if always.and_then(Value::as_bool) == Some(true) {
-            Check::ok(
-                "mcp-server",
-                format!("mcpServers.{SERVER} in {} (alwaysLoad)", paths.state.display()),
-            )
-        } else {
-            Check::warn(
-                "mcp-server",
+        specs.push(Spec {
+            name: "mcp-server",
+            gates: vec![Gate::warn(
+                flag(&state, &["mcpServers", SERVER, "alwaysLoad"], Want::True),
                 "the server is not alwaysLoad: `claude -p` may send the first request before its tools are listed",
                 format!("skillsearch setup {HOST} (sets alwaysLoad)"),
-            )
+            )],
+            ok: Some(format!(
+                "mcpServers.{SERVER} in {} (alwaysLoad)",
+                paths.state.display()
+            )),
         });
-        let list = |key: &str| -> Vec<String> {
-            get_path(&settings, &["permissions", key])
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let (allow, deny) = (list("allow"), list("deny"));
-        let server_rule = format!("mcp__{SERVER}");
-        let covered = |name: &str, rules: &[String]| {
-            rules
-                .iter()
-                .any(|r| r == name || *r == server_rule || *r == format!("{server_rule}__*"))
-        };
-        let names = wiring::mcp_tool_names();
-        checks.push(if let Some(n) = names.iter().find(|n| covered(n, &deny)) {
-            Check::fail(
-                "tool-approval",
-                format!("{n} is in permissions.deny of {}", paths.settings.display()),
-                format!(
-                    "remove it from permissions.deny in {}",
-                    paths.settings.display()
-                ),
-            )
-        } else if let Some(n) = names.iter().find(|n| !covered(n, &allow)) {
-            Check::fail(
-                "tool-approval",
-                format!("{n} is not pre-approved: headless `claude -p` refuses the call"),
-                format!("skillsearch setup {HOST} (adds it to permissions.allow)"),
-            )
-        } else {
-            Check::ok(
-                "tool-approval",
-                format!("{} pre-approved", names.join(", ")),
-            )
-        });
+        specs.push(
+            Approval {
+                settings: &settings,
+                file: &paths.settings,
+                server_rules: true,
+                unapproved: Status::Fail,
+                unapproved_means: "is not pre-approved: headless `claude -p` refuses the call",
+                unapproved_fix: format!("skillsearch setup {HOST} (adds it to permissions.allow)"),
+            }
+            .spec(),
+        );
         let search = std::env::var("ENABLE_TOOL_SEARCH").ok().or_else(|| {
             get_path(&settings, &["env", "ENABLE_TOOL_SEARCH"])
                 .and_then(Value::as_str)
                 .map(String::from)
         });
-        checks.push(match search.as_deref() {
-            Some(v) if v == "true" || v == "1" || v.starts_with("auto") => Check::warn(
-                "tool-search",
-                format!("ENABLE_TOOL_SEARCH={v}: skill_search may be deferred behind ToolSearch"),
+        let search = search.as_deref().unwrap_or_default();
+        specs.push(Spec {
+            name: "tool-search",
+            gates: vec![Gate::warn(
+                Test::Shut(search == "true" || search == "1" || search.starts_with("auto")),
+                format!(
+                    "ENABLE_TOOL_SEARCH={search}: skill_search may be deferred behind ToolSearch"
+                ),
                 "unset ENABLE_TOOL_SEARCH (or use --mode auto)",
-            ),
-            _ => Check::ok(
-                "tool-search",
-                "MCP tools are offered directly (no ToolSearch)",
-            ),
+            )],
+            ok: Some("MCP tools are offered directly (no ToolSearch)".into()),
         });
     }
-    checks.push(wiring::check_roots(&found, HOST));
-    checks.push(wiring::check_deadline(home, found.hook_timeout(60)));
-    Ok(checks)
+    Ok(wiring::doctor(&found, HOST, home, 60, specs))
 }

@@ -5,10 +5,11 @@
 //! plugin do not fire in 2.163.0, so setup writes the settings hook instead. MCP tools are
 //! always deferred behind `ToolSearch` (the model calls `ToolSearch`, then `DeferExecuteTool`).
 
+use super::doctor::{self, Approval, Gate, Spec, Want, flag};
 use super::wiring::{self, SERVER, Wiring};
-use super::{Check, SetupPlan, SetupRequest, get_path};
+use super::{Check, SetupPlan, SetupRequest, Status, get_path};
 use anyhow::{Result, bail};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 
 const HOST: &str = "codebuddy";
@@ -81,89 +82,48 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
     let (_, settings) = wiring::read_json(&paths.settings)?;
     let (_, mcp) = wiring::read_json(&paths.mcp)?;
     let found = wiring::find_in_json(&settings, &mcp);
-    let mut checks = vec![wiring::check_exclusive(&found, HOST)];
-    if found.hook.is_none() && found.server.is_none() {
-        return Ok(checks);
-    }
-    checks.push(wiring::check_binaries(&found, HOST));
+    let mut specs = Vec::new();
     if found.hook.is_some() {
-        checks.push(
-            if settings.get("disableAllHooks").and_then(Value::as_bool) == Some(true) {
-                Check::fail(
-                    "hook",
-                    format!("`disableAllHooks` is true in {}", paths.settings.display()),
-                    format!("remove `disableAllHooks` from {}", paths.settings.display()),
-                )
-            } else {
-                Check::ok(
-                    "hook",
-                    format!(
-                        "UserPromptSubmit runs skillsearch from {} (plugin-dir hooks do not fire)",
-                        paths.settings.display()
-                    ),
-                )
-            },
-        );
-    }
-    if let Some(server) = get_path(&mcp, &["mcpServers", SERVER]) {
-        checks.push(
-            if server.get("disabled").and_then(Value::as_bool) == Some(true) {
-                Check::fail(
-                    "mcp-server",
-                    format!(
-                        "mcpServers.{SERVER}.disabled is true in {}",
-                        paths.mcp.display()
-                    ),
-                    format!("skillsearch setup {HOST}"),
-                )
-            } else {
-                Check::ok(
-                    "mcp-server",
-                    format!("mcpServers.{SERVER} in {}", paths.mcp.display()),
-                )
-            },
-        );
-        let rules = |key: &str| -> Vec<String> {
-            get_path(&settings, &["permissions", key])
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let (allow, deny) = (rules("allow"), rules("deny"));
-        let names = wiring::mcp_tool_names();
-        checks.push(if let Some(n) = names.iter().find(|n| deny.contains(n)) {
-            Check::fail(
-                "tool-approval",
-                format!("{n} is in permissions.deny of {}", paths.settings.display()),
-                format!(
-                    "remove it from permissions.deny in {}",
-                    paths.settings.display()
-                ),
-            )
-        } else if let Some(n) = names.iter().find(|n| !allow.contains(n)) {
-            Check::warn(
-                "tool-approval",
-                format!("{n} is not in permissions.allow: only `-y` runs it without asking"),
-                format!("skillsearch setup {HOST}"),
-            )
-        } else {
-            Check::ok(
-                "tool-approval",
-                format!("{} pre-approved", names.join(", ")),
-            )
+        specs.push(Spec {
+            name: "hook",
+            gates: vec![doctor::hooks_enabled(&settings, &paths.settings)],
+            ok: Some(format!(
+                "UserPromptSubmit runs skillsearch from {} (plugin-dir hooks do not fire)",
+                paths.settings.display()
+            )),
         });
-        checks.push(Check::ok(
+    }
+    // Any entry of ours, even one without a command `found` would not count.
+    if get_path(&mcp, &["mcpServers", SERVER]).is_some() {
+        specs.push(Spec {
+            name: "mcp-server",
+            gates: vec![Gate::fail(
+                flag(&mcp, &["mcpServers", SERVER, "disabled"], Want::NotTrue),
+                format!(
+                    "mcpServers.{SERVER}.disabled is true in {}",
+                    paths.mcp.display()
+                ),
+                format!("skillsearch setup {HOST}"),
+            )],
+            ok: Some(format!("mcpServers.{SERVER} in {}", paths.mcp.display())),
+        });
+        specs.push(
+            Approval {
+                settings: &settings,
+                file: &paths.settings,
+                server_rules: false,
+                unapproved: Status::Warn,
+                unapproved_means: "is not in permissions.allow: only `-y` runs it without asking",
+                unapproved_fix: format!("skillsearch setup {HOST}"),
+            }
+            .spec(),
+        );
+        specs.push(Spec::info(
             "tool-search",
             format!(
                 "MCP tools are deferred: the model finds mcp__{SERVER}__skill_search through ToolSearch, then runs it with DeferExecuteTool"
             ),
         ));
     }
-    checks.push(wiring::check_roots(&found, HOST));
-    checks.push(wiring::check_deadline(home, found.hook_timeout(60)));
-    Ok(checks)
+    Ok(wiring::doctor(&found, HOST, home, 60, specs))
 }

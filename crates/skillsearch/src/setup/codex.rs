@@ -5,8 +5,9 @@
 //! `hooks.state."<hooks.json>:user_prompt_submit:<group>:<handler>".trusted_hash` matches the
 //! hook's current hash, so setup records that hash: the plain `codex exec` then runs it.
 
+use super::doctor::{self, Gate, Spec, Test, Want, flag};
 use super::wiring::{self, Found, HOOK_TIMEOUT_S, SERVER, Wiring};
-use super::{Check, FileChange, SetupPlan, SetupRequest, read_optional};
+use super::{Check, FileChange, SetupPlan, SetupRequest, get_path, read_optional};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -270,133 +271,104 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
     let config = parse_config(&paths.config, &c_text)?;
     let (_, hooks) = wiring::read_json(&paths.hooks)?;
     let f = found(&config, &hooks);
-    let mut checks = vec![wiring::check_exclusive(&f, HOST)];
-    if f.hook.is_none() && f.server.is_none() {
-        return Ok(checks);
-    }
-    checks.push(wiring::check_binaries(&f, HOST));
-    let feature_off = ["hooks", "codex_hooks"].iter().find(|k| {
-        config
-            .get("features")
-            .and_then(|t| t.get(**k))
-            .and_then(|v| v.as_bool())
-            == Some(false)
-    });
+    // The checks read config.toml as JSON: the same keys and values, one way to read them.
+    let cfg = serde_json::to_value(&config)
+        .with_context(|| format!("{} as JSON", paths.config.display()))?;
+    let config_file = paths.config.display();
+    let mut specs = Vec::new();
     if let Some((handler, g, i)) = &f.hook {
         let key = trust_key(&paths.hooks, *g, *i);
         let matcher = hooks["hooks"]["UserPromptSubmit"][*g]
             .get("matcher")
             .and_then(Value::as_str);
         let want = trust_hash(handler, matcher);
-        let state = config
-            .get("hooks")
-            .and_then(|h| h.get("state"))
-            .and_then(|s| s.get(&key));
-        let have = state
-            .and_then(|s| s.get("trusted_hash"))
-            .and_then(|v| v.as_str());
-        let disabled = state
-            .and_then(|s| s.get("enabled"))
-            .and_then(|v| v.as_bool())
-            == Some(false);
-        checks.push(if let Some(k) = feature_off {
-            Check::fail(
-                "hook",
-                format!("[features] {k} = false in {}", paths.config.display()),
-                format!(
-                    "remove `{k} = false` from [features] in {}",
-                    paths.config.display()
-                ),
-            )
-        } else if disabled {
-            Check::fail(
-                "hook",
+        let have =
+            get_path(&cfg, &["hooks", "state", &key, "trusted_hash"]).and_then(Value::as_str);
+        let mut gates: Vec<Gate> = ["hooks", "codex_hooks"]
+            .into_iter()
+            .map(|k| {
+                Gate::fail(
+                    flag(&cfg, &["features", k], Want::NotFalse),
+                    format!("[features] {k} = false in {config_file}"),
+                    format!("remove `{k} = false` from [features] in {config_file}"),
+                )
+                .named("hook")
+            })
+            .collect();
+        gates.push(
+            Gate::fail(
+                flag(&cfg, &["hooks", "state", &key, "enabled"], Want::NotFalse),
                 format!("the hook is disabled (hooks.state.\"{key}\".enabled = false)"),
                 format!("set enabled = true there, or skillsearch setup {HOST}"),
             )
-        } else if have == Some(want.as_str()) {
-            Check::ok(
-                "hook-trust",
-                format!("UserPromptSubmit hook trusted ({key})"),
-            )
-        } else {
-            Check::fail(
-                "hook-trust",
-                format!(
-                    "the hook in {} is not trusted{}: codex skips it silently",
-                    paths.hooks.display(),
-                    if have.is_some() {
-                        " (changed since it was trusted)"
-                    } else {
-                        ""
-                    }
-                ),
-                format!(
-                    "skillsearch setup {HOST} (records its trust), or trust it in codex's /hooks"
-                ),
-            )
+            .named("hook"),
+        );
+        gates.push(Gate::fail(
+            Test::Shut(have != Some(want.as_str())),
+            format!(
+                "the hook in {} is not trusted{}: codex skips it silently",
+                paths.hooks.display(),
+                if have.is_some() {
+                    " (changed since it was trusted)"
+                } else {
+                    ""
+                }
+            ),
+            format!("skillsearch setup {HOST} (records its trust), or trust it in codex's /hooks"),
+        ));
+        specs.push(Spec {
+            name: "hook-trust",
+            gates,
+            ok: Some(format!("UserPromptSubmit hook trusted ({key})")),
         });
     }
-    if let Some(server) = config.get("mcp_servers").and_then(|m| m.get(SERVER)) {
-        let s = |k: &str| server.get(k).and_then(|v| v.as_str());
-        let list = |k: &str| -> Vec<String> {
-            server
-                .get(k)
-                .and_then(|v| v.as_array())
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        checks.push(if server.get("enabled").and_then(|v| v.as_bool()) == Some(false) {
-            Check::fail(
-                "mcp-server",
-                format!("mcp_servers.{SERVER}.enabled = false in {}", paths.config.display()),
-                format!("skillsearch setup {HOST}"),
-            )
-        } else if list("disabled_tools").iter().any(|t| t == "skill_search")
-            || (!list("enabled_tools").is_empty() && !list("enabled_tools").iter().any(|t| t == "skill_search"))
-        {
-            Check::fail(
-                "mcp-server",
-                format!("skill_search is filtered out by enabled_tools / disabled_tools of mcp_servers.{SERVER}"),
-                format!("skillsearch setup {HOST}"),
-            )
-        } else {
-            Check::ok("mcp-server", format!("mcp_servers.{SERVER} in {}", paths.config.display()))
+    if let Some(server) = get_path(&cfg, &["mcp_servers", SERVER]) {
+        let tools = |k: &str| doctor::strings(server, &[k]);
+        let (enabled, disabled) = (tools("enabled_tools"), tools("disabled_tools"));
+        let lists = |l: &[String]| l.iter().any(|t| t == "skill_search");
+        let filtered = lists(&disabled) || (!enabled.is_empty() && !lists(&enabled));
+        specs.push(Spec {
+            name: "mcp-server",
+            gates: vec![
+                Gate::fail(
+                    flag(&cfg, &["mcp_servers", SERVER, "enabled"], Want::NotFalse),
+                    format!("mcp_servers.{SERVER}.enabled = false in {config_file}"),
+                    format!("skillsearch setup {HOST}"),
+                ),
+                Gate::fail(
+                    Test::Shut(filtered),
+                    format!("skill_search is filtered out by enabled_tools / disabled_tools of mcp_servers.{SERVER}"),
+                    format!("skillsearch setup {HOST}"),
+                ),
+            ],
+            ok: Some(format!("mcp_servers.{SERVER} in {config_file}")),
         });
-        let per_tool = |t: &str| {
-            server
-                .get("tools")
-                .and_then(|x| x.get(t))
-                .and_then(|x| x.get("approval_mode"))
-                .and_then(|v| v.as_str())
-                == Some("approve")
-        };
-        let approved = s("default_tools_approval_mode") == Some("approve")
-            || wiring::TOOLS.iter().all(|t| per_tool(t));
-        let policy = config
-            .get("approval_policy")
-            .and_then(|v| v.as_str())
+        let approve =
+            |key: &[&str]| get_path(server, key).and_then(Value::as_str) == Some("approve");
+        let approved = approve(&["default_tools_approval_mode"])
+            || wiring::TOOLS
+                .iter()
+                .all(|t| approve(&["tools", t, "approval_mode"]));
+        let policy = get_path(&cfg, &["approval_policy"])
+            .and_then(Value::as_str)
             .unwrap_or("on-request");
-        checks.push(if approved {
-            Check::ok("tool-approval", "skillsearch's read-only tools are pre-approved")
-        } else {
-            Check::fail(
-                "tool-approval",
+        specs.push(Spec {
+            name: "tool-approval",
+            gates: vec![Gate::fail(
+                Test::Shut(!approved),
                 format!("skill_search is not pre-approved (approval_policy = \"{policy}\"): a headless call fails with \"requires approval\""),
                 format!("skillsearch setup {HOST} (sets default_tools_approval_mode = \"approve\")"),
-            )
+            )],
+            ok: Some("skillsearch's read-only tools are pre-approved".into()),
         });
     }
-    checks.push(wiring::check_roots(&f, HOST));
-    checks.push(wiring::check_deadline(
+    Ok(wiring::doctor(
+        &f,
+        HOST,
         home,
-        f.hook_timeout(CODEX_DEFAULT_TIMEOUT_S),
-    ));
-    Ok(checks)
+        CODEX_DEFAULT_TIMEOUT_S,
+        specs,
+    ))
 }
 
 #[cfg(test)]

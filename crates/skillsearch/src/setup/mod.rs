@@ -17,6 +17,7 @@ use crate::output::Out;
 pub mod claude_code;
 pub mod codebuddy;
 pub mod codex;
+pub mod doctor;
 pub mod hermes;
 pub mod openclaw;
 pub mod wiring;

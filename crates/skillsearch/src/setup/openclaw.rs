@@ -6,6 +6,7 @@
 //! OpenClaw's own installer once so the capability consent OpenClaw keeps in its state database
 //! is recorded for exactly these files.
 
+use super::doctor::{self, Gate, Spec, Test, Want, flag};
 use super::{Check, FileChange, SetupPlan, SetupRequest, get_path, set_path, to_json_text};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -481,74 +482,67 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
             }
         }
     }
-    let enabled = entry
-        .and_then(|e| e.get("enabled"))
-        .and_then(Value::as_bool);
-    let globally_off = get_path(&cfg, &["plugins", "enabled"]) == Some(&json!(false));
     let denied = get_path(&cfg, &["plugins", "deny"])
         .and_then(Value::as_array)
         .is_some_and(|a| a.iter().any(|v| v == PLUGIN_ID));
     let not_allowed = get_path(&cfg, &["plugins", "allow"])
         .and_then(Value::as_array)
         .is_some_and(|a| !a.is_empty() && !a.iter().any(|v| v == PLUGIN_ID));
-    if globally_off {
-        checks.push(Check::fail(
-            "plugin enabled",
-            "plugins.enabled is false: no plugin loads",
-            "set plugins.enabled to true in openclaw.json",
-        ));
-    } else if denied || not_allowed {
-        checks.push(Check::fail(
-            "plugin enabled",
-            if denied {
-                "plugins.deny lists skillsearch"
-            } else {
-                "plugins.allow does not list skillsearch"
-            },
-            "add \"skillsearch\" to plugins.allow and remove it from plugins.deny",
-        ));
-    } else if enabled == Some(true) {
-        checks.push(Check::ok(
-            "plugin enabled",
-            "plugins.entries.skillsearch.enabled",
-        ));
-    } else {
-        checks.push(Check::fail(
-            "plugin enabled",
-            "plugins.entries.skillsearch.enabled is not true",
-            "openclaw plugins enable skillsearch --accept-capabilities",
-        ));
-    }
-    if entry.and_then(|e| get_path(e, &["hooks", "allowConversationAccess"])) == Some(&json!(true))
-    {
-        checks.push(Check::ok(
-            "hook permission",
-            "plugins.entries.skillsearch.hooks.allowConversationAccess",
-        ));
-    } else {
-        checks.push(Check::fail(
-            "hook permission",
-            "hooks.allowConversationAccess is not true: OpenClaw drops the before_prompt_build hook without a word (no tool visibility, no auto mode before 2026.8)",
-            format!("{fix_setup} (it sets plugins.entries.skillsearch.hooks.allowConversationAccess = true)"),
-        ));
-    }
-    if get_path(
-        &cfg,
-        &[
-            "plugins",
-            "entries",
-            PLUGIN_ID,
-            "hooks",
-            "allowPromptInjection",
-        ],
-    ) == Some(&json!(false))
-    {
-        checks.push(Check::fail(
-            "prompt injection",
-            "hooks.allowPromptInjection is false: injected skills are blocked",
-            "remove plugins.entries.skillsearch.hooks.allowPromptInjection",
-        ));
-    }
+    let allow_fix = "add \"skillsearch\" to plugins.allow and remove it from plugins.deny";
+    let entry_hooks = |k| ["plugins", "entries", PLUGIN_ID, "hooks", k];
+    let specs = vec![
+        Spec {
+            name: "plugin enabled",
+            gates: vec![
+                Gate::fail(
+                    flag(&cfg, &["plugins", "enabled"], Want::NotFalse),
+                    "plugins.enabled is false: no plugin loads",
+                    "set plugins.enabled to true in openclaw.json",
+                ),
+                Gate::fail(
+                    Test::Shut(denied),
+                    "plugins.deny lists skillsearch",
+                    allow_fix,
+                ),
+                Gate::fail(
+                    Test::Shut(not_allowed),
+                    "plugins.allow does not list skillsearch",
+                    allow_fix,
+                ),
+                Gate::fail(
+                    flag(
+                        &cfg,
+                        &["plugins", "entries", PLUGIN_ID, "enabled"],
+                        Want::True,
+                    ),
+                    "plugins.entries.skillsearch.enabled is not true",
+                    "openclaw plugins enable skillsearch --accept-capabilities",
+                ),
+            ],
+            ok: Some("plugins.entries.skillsearch.enabled".into()),
+        },
+        Spec {
+            name: "hook permission",
+            gates: vec![Gate::fail(
+                flag(&cfg, &entry_hooks("allowConversationAccess"), Want::True),
+                "hooks.allowConversationAccess is not true: OpenClaw drops the before_prompt_build hook without a word (no tool visibility, no auto mode before 2026.8)",
+                format!(
+                    "{fix_setup} (it sets plugins.entries.skillsearch.hooks.allowConversationAccess = true)"
+                ),
+            )],
+            ok: Some("plugins.entries.skillsearch.hooks.allowConversationAccess".into()),
+        },
+        Spec {
+            name: "prompt injection",
+            gates: vec![Gate::fail(
+                flag(&cfg, &entry_hooks("allowPromptInjection"), Want::NotFalse),
+                "hooks.allowPromptInjection is false: injected skills are blocked",
+                "remove plugins.entries.skillsearch.hooks.allowPromptInjection",
+            )],
+            ok: None,
+        },
+    ];
+    checks.extend(doctor::eval_all(specs));
     let slot = get_path(&cfg, &["plugins", "slots", "contextEngine"]).and_then(Value::as_str);
     match (slot, mode.as_str()) {
         (Some(PLUGIN_ID), _) => checks.push(Check::ok("context engine slot", "plugins.slots.contextEngine = skillsearch")),

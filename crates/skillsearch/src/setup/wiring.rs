@@ -2,6 +2,7 @@
 //! `UserPromptSubmit` hook entry they all spell the same way, the mode and skill roots carried in
 //! those commands, and the checks every one of them needs.
 
+use super::doctor::Spec;
 use super::{Check, FileChange, SetupRequest, is_executable, read_optional, to_json_text};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -426,8 +427,29 @@ pub fn user_home() -> Result<PathBuf> {
     env_dir("HOME").context("HOME is not set")
 }
 
+/// Every check of a command-hook host, in order: which of hook and server are installed (and
+/// nothing more when neither is), the binaries, the host's own checks, the skill roots, and the
+/// deadline against the hook's timeout (`default_timeout_s` when the hook sets none).
+pub fn doctor(
+    found: &Found,
+    host: &str,
+    home: &Path,
+    default_timeout_s: u64,
+    own: Vec<Spec>,
+) -> Vec<Check> {
+    let mut checks = vec![check_exclusive(found, host)];
+    if found.hook.is_none() && found.server.is_none() {
+        return checks;
+    }
+    checks.push(check_binaries(found, host));
+    checks.extend(super::doctor::eval_all(own));
+    checks.push(check_roots(found, host));
+    checks.push(check_deadline(home, found.hook_timeout(default_timeout_s)));
+    checks
+}
+
 /// `binary`: every binary our entries run exists and is executable.
-pub fn check_binaries(found: &Found, host: &str) -> Check {
+fn check_binaries(found: &Found, host: &str) -> Check {
     let bins = found.binaries();
     if bins.is_empty() {
         return Check::fail(
@@ -450,7 +472,7 @@ pub fn check_binaries(found: &Found, host: &str) -> Check {
 }
 
 /// `skill-roots`: the roots the commands carry exist.
-pub fn check_roots(found: &Found, host: &str) -> Check {
+fn check_roots(found: &Found, host: &str) -> Check {
     let roots = found.skills();
     if roots.is_empty() {
         return Check::ok(
@@ -479,7 +501,7 @@ pub fn check_roots(found: &Found, host: &str) -> Check {
 }
 
 /// `deadline`: skillsearch's `deadline_ms` finishes inside the host's hook timeout.
-pub fn check_deadline(home: &Path, timeout_s: Option<u64>) -> Check {
+fn check_deadline(home: &Path, timeout_s: Option<u64>) -> Check {
     let s = match crate::context::settings(home, None, crate::context::Flags::default()) {
         Ok(s) => s,
         Err(e) => {
@@ -521,7 +543,7 @@ pub fn check_deadline(home: &Path, timeout_s: Option<u64>) -> Check {
 }
 
 /// `modes`: only one of hook and server is installed (modes are exclusive).
-pub fn check_exclusive(found: &Found, host: &str) -> Check {
+fn check_exclusive(found: &Found, host: &str) -> Check {
     match (&found.hook, &found.server) {
         (Some(_), Some(_)) => Check::warn(
             "modes",
@@ -541,6 +563,34 @@ pub fn check_exclusive(found: &Found, host: &str) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn doctor_puts_the_hosts_checks_between_the_shared_ones() {
+        let home = tempfile::tempdir().unwrap();
+        let own = || {
+            vec![
+                Spec::info("own", "x"),
+                Spec {
+                    name: "quiet",
+                    gates: vec![],
+                    ok: None,
+                },
+            ]
+        };
+        let names = |checks: Vec<Check>| checks.iter().map(|c| c.name).collect::<Vec<_>>();
+        let none = doctor(&Found::default(), "h", home.path(), 60, own());
+        assert_eq!(names(none), ["installed"]);
+        let server = Found {
+            hook: None,
+            server: Some(("/nonexistent/skillsearch".into(), vec![])),
+        };
+        let checks = doctor(&server, "h", home.path(), 60, own());
+        assert_eq!(checks[1].status, crate::setup::Status::Fail, "{checks:?}");
+        assert_eq!(
+            names(checks),
+            ["modes", "binary", "own", "skill-roots", "deadline"]
+        );
+    }
 
     #[test]
     fn quoting_round_trips() {
