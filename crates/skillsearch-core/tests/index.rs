@@ -366,21 +366,23 @@ fn a_word_the_prompt_repeats_outweighs_one_it_mentions_once() {
     write_skill(&root, "a", "invoices", "Read an invoice", "x");
     write_skill(&root, "b", "charts", "Draw a chart", "x");
     let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
+    // Equally rare words: only the repeats can put `b` (whose id loses a tie) first.
     for q in [
-        "chart the invoice, then file the invoice and mail the invoice",
-        "invoice invoice chart",
+        "chart the invoice, then file the chart and mail the chart",
+        "chart invoice chart",
     ] {
         let hits: Vec<String> = search_with(&idx, q, top10())
             .hits
             .into_iter()
             .map(|h| h.id)
             .collect();
-        assert_eq!(hits, ["a", "b"], "{q}");
+        assert_eq!(hits, ["b", "a"], "{q}");
     }
-    // Repeats saturate: said 50 times, a word weighs less than two words said once each.
-    write_skill(&root, "c", "tables", "Table and sheet", "x");
+    // Repeats saturate: said 50 times, a word weighs less than three words said once each
+    // (at most k3 + 1 = 2.2 times one mention).
+    write_skill(&root, "c", "table-sheet-grid", "Table, sheet and grid", "x");
     let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
-    let q = format!("{} table sheet", "invoice ".repeat(50));
+    let q = format!("{} table sheet grid", "invoice ".repeat(50));
     let hits = search_with(&idx, &q, top10()).hits;
     assert_eq!(hits[0].id, "c");
 }

@@ -555,9 +555,11 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 &s,
                 &queries,
                 &search_options(&s, &rank, top_k.max(10)),
-                json,
-                store_queries,
-                per_query.as_deref(),
+                EvalOutput {
+                    json,
+                    store_queries,
+                    per_query: per_query.as_deref(),
+                },
             )
         }
         Command::Hook { host, roots, mode } => {
@@ -1203,16 +1205,26 @@ fn cmd_stats(
     Ok(0)
 }
 
+/// What `eval` writes besides its summary, and whether it stores the query vectors.
+struct EvalOutput<'a> {
+    json: bool,
+    store_queries: bool,
+    per_query: Option<&'a std::path::Path>,
+}
+
 fn cmd_eval(
     out: &mut Out,
     home: &std::path::Path,
     s: &Settings,
     queries: &std::path::Path,
     opts: &SearchOptions,
-    json: bool,
-    store_queries: bool,
-    per_query: Option<&std::path::Path>,
+    output: EvalOutput<'_>,
 ) -> Result<u8> {
+    let EvalOutput {
+        json,
+        store_queries,
+        per_query,
+    } = output;
     let text = std::fs::read_to_string(queries)
         .with_context(|| format!("cannot read queries file {}", queries.display()))?;
     let labelled =
