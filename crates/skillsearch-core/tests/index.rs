@@ -312,7 +312,7 @@ fn ties_break_by_id_across_segments_whatever_the_insertion_order() {
 }
 
 #[test]
-fn a_long_query_keeps_its_rarest_terms() {
+fn max_query_terms_keeps_the_most_important_terms() {
     let tmp = tempfile::tempdir().unwrap();
     let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
     // "report" is in every skill, "chart" in two, "invoice" in one.
@@ -345,4 +345,131 @@ fn a_long_query_keeps_its_rarest_terms() {
     let ids: Vec<&str> = capped.hits.iter().map(|h| h.id.as_str()).collect();
     assert!(!ids.contains(&"d"), "only `report` matches d: {ids:?}");
     assert_eq!(search(1).terms, ["invoic"]);
+}
+
+fn search_with(idx: &SkillIndex, q: &str, opts: SearchOptions) -> skillsearch_core::SearchResult {
+    idx.search(q, &opts, &EligibilityEnv::allow_all()).unwrap()
+}
+
+fn top10() -> SearchOptions {
+    SearchOptions {
+        top_k: 10,
+        retriever: skillsearch_core::config::Retriever::Lexical,
+        ..SearchOptions::default()
+    }
+}
+
+#[test]
+fn a_word_the_prompt_repeats_outweighs_one_it_mentions_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    write_skill(&root, "a", "invoices", "Read an invoice", "x");
+    write_skill(&root, "b", "charts", "Draw a chart", "x");
+    let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
+    // Equally rare words: only the repeats can put `b` (whose id loses a tie) first.
+    for q in [
+        "chart the invoice, then file the chart and mail the chart",
+        "chart invoice chart",
+    ] {
+        let hits: Vec<String> = search_with(&idx, q, top10())
+            .hits
+            .into_iter()
+            .map(|h| h.id)
+            .collect();
+        assert_eq!(hits, ["b", "a"], "{q}");
+    }
+    // Repeats saturate: said 50 times, a word weighs less than three words said once each
+    // (at most k3 + 1 = 2.2 times one mention).
+    write_skill(&root, "c", "table-sheet-grid", "Table, sheet and grid", "x");
+    let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
+    let q = format!("{} table sheet grid", "invoice ".repeat(50));
+    let hits = search_with(&idx, &q, top10()).hits;
+    assert_eq!(hits[0].id, "c");
+}
+
+/// A word made of letters only, one per `i` (`qzab` for 1): `tag(i)` is in skill `i` alone.
+fn tag(i: usize) -> String {
+    let digits: String = i
+        .to_string()
+        .bytes()
+        .map(|b| char::from(b'a' + (b - b'0')))
+        .collect();
+    format!("qz{digits}")
+}
+
+/// 40 skills: `pdf` in 12 of them, each `tag(i)` in one, `common` words in 15.
+fn long_prompt_corpus(root: &Path) {
+    for i in 0..40 {
+        let mut d = format!("Skill {}", tag(i));
+        if i % 10 < 3 {
+            d.push_str(" for pdf files");
+        }
+        if i % 8 < 3 {
+            d.push_str(" common shared usual");
+        }
+        write_skill(root, &format!("s{i:02}"), &format!("skill-{i}"), &d, "x");
+    }
+}
+
+#[test]
+fn a_file_type_in_a_long_prompt_is_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    long_prompt_corpus(&root);
+    let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
+    let words: Vec<String> = (0..30).map(tag).collect();
+    let opts = || SearchOptions {
+        query_term_share: 0.5,
+        ..top10()
+    };
+    // As a plain word, `pdf` is common and weighs little: a long prompt drops it...
+    let plain = search_with(&idx, &format!("{} pdf", words.join(" ")), opts());
+    assert!(plain.omitted.contains(&"pdf".to_owned()), "{plain:?}");
+    // ...but as a file's extension it is kept.
+    for named in ["/root/report.pdf", "all .pdf files", "*.PDF"] {
+        let r = search_with(&idx, &format!("{} {named}", words.join(" ")), opts());
+        assert!(
+            r.terms.contains(&"pdf".to_owned()),
+            "{named}: {:?}",
+            r.terms
+        );
+        assert!(!r.omitted.is_empty(), "{named}");
+    }
+}
+
+#[test]
+fn a_prompt_of_a_hundred_thousand_words_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    long_prompt_corpus(&root);
+    let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
+    let mut q = String::new();
+    for i in 0..100_000 {
+        q.push_str(&format!("filler{} ", i % 7919));
+        if i % 1000 == 0 {
+            q.push_str(&tag(7));
+            q.push(' ');
+        }
+    }
+    let r = search_with(&idx, &q, SearchOptions::default());
+    assert_eq!(r.hits[0].id, "s07");
+    assert!(r.terms.len() <= 64, "{}", r.terms.len());
+}
+
+#[test]
+fn a_prompt_of_only_stopwords_and_punctuation_answers_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    long_prompt_corpus(&root);
+    let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
+    for q in [
+        "",
+        "   ",
+        "the and of, to be or not to be?!",
+        "... --- !!! ??? ``` /// *** ;;; (((",
+    ] {
+        let r = search_with(&idx, q, top10());
+        assert!(r.hits.is_empty(), "{q:?}: {:?}", r.hits);
+        assert!(r.terms.is_empty(), "{q:?}");
+    }
 }

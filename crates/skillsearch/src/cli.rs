@@ -68,9 +68,18 @@ pub(crate) struct RankArgs {
     /// The same for the body field
     #[arg(long, hide = true)]
     body_stopword_df: Option<f32>,
-    /// Most distinct query terms the lexical retriever keeps, rarest first (0: all)
+    /// Most distinct query terms the lexical retriever keeps, most important first (0: all)
     #[arg(long, hide = true)]
     max_query_terms: Option<usize>,
+    /// Share of a long query's term importance its kept terms hold (1: all)
+    #[arg(long, hide = true)]
+    query_term_share: Option<f32>,
+    /// Queries of at most this many distinct terms keep them all
+    #[arg(long, hide = true)]
+    short_query_terms: Option<usize>,
+    /// BM25's k3 for a term's count in the query (inf: the raw count)
+    #[arg(long, hide = true)]
+    query_tf_k3: Option<f32>,
     /// lexical, semantic or hybrid [config: retriever]
     #[arg(long)]
     retriever: Option<String>,
@@ -170,6 +179,10 @@ enum Command {
         /// then leave query embedding out)
         #[arg(long, hide = true)]
         store_queries: bool,
+        /// Also write one JSON line per query (id, hit@1, ndcg@10, recall@10, ms) to this file
+        /// (for cross-validated tuning)
+        #[arg(long, hide = true, value_name = "FILE.jsonl")]
+        per_query: Option<PathBuf>,
         #[command(flatten)]
         rank: RankArgs,
     },
@@ -404,6 +417,9 @@ fn search_options(s: &Settings, rank: &RankArgs, top_k: usize) -> SearchOptions 
         stopword_df: rank.stopword_df.unwrap_or(d.stopword_df),
         body_stopword_df: rank.body_stopword_df.unwrap_or(d.body_stopword_df),
         max_query_terms: rank.max_query_terms.unwrap_or(d.max_query_terms),
+        query_term_share: rank.query_term_share.unwrap_or(d.query_term_share),
+        short_query_terms: rank.short_query_terms.unwrap_or(d.short_query_terms),
+        query_tf_k3: rank.query_tf_k3.unwrap_or(d.query_tf_k3),
         ..d
     }
 }
@@ -542,6 +558,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             top_k,
             json,
             store_queries,
+            per_query,
             rank,
         } => {
             if roots.skills.len() != 1 {
@@ -556,8 +573,11 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 &s,
                 &queries,
                 &search_options(&s, &rank, top_k.max(10)),
-                json,
-                store_queries,
+                EvalOutput {
+                    json,
+                    store_queries,
+                    per_query: per_query.as_deref(),
+                },
             )
         }
         Command::Hook { host, roots, mode } => {
@@ -970,6 +990,7 @@ fn cmd_search(
             "hits": result.hits,
             "dropped": result.dropped,
             "terms": result.terms,
+            "omitted": result.omitted,
             "stopwords": result.stopwords,
             "retrievers": result.retrievers,
             "notes": result.notes,
@@ -1225,15 +1246,26 @@ fn cmd_stats(
     Ok(0)
 }
 
+/// What `eval` writes besides its summary, and whether it stores the query vectors.
+struct EvalOutput<'a> {
+    json: bool,
+    store_queries: bool,
+    per_query: Option<&'a std::path::Path>,
+}
+
 fn cmd_eval(
     out: &mut Out,
     home: &std::path::Path,
     s: &Settings,
     queries: &std::path::Path,
     opts: &SearchOptions,
-    json: bool,
-    store_queries: bool,
+    output: EvalOutput<'_>,
 ) -> Result<u8> {
+    let EvalOutput {
+        json,
+        store_queries,
+        per_query,
+    } = output;
     let text = std::fs::read_to_string(queries)
         .with_context(|| format!("cannot read queries file {}", queries.display()))?;
     let labelled =
@@ -1271,6 +1303,17 @@ fn cmd_eval(
         ran.extend(r.retrievers.iter().copied());
         let ranked: Vec<String> = r.hits.into_iter().map(|h| h.id).collect();
         scores.push(eval::score(&ranked, &q.relevant));
+    }
+    if let Some(path) = per_query {
+        let mut lines = String::new();
+        for ((q, sc), ms) in labelled.iter().zip(&scores).zip(&latencies) {
+            let line = serde_json::json!({
+                "id": q.id, "hit@1": sc.hit1, "ndcg@10": sc.ndcg10,
+                "recall@10": sc.recall10, "ms": ms,
+            });
+            lines.push_str(&format!("{line}\n"));
+        }
+        std::fs::write(path, lines).with_context(|| format!("cannot write {}", path.display()))?;
     }
     let mut s = eval::summarise(&scores, &latencies, n_skills);
     // What ran: the retriever asked for once the model is attached (a query with no word in

@@ -184,11 +184,24 @@ fn slack(threshold: Score) -> f64 {
     f64::from(threshold.abs()) * 1e-4 + 1e-6
 }
 
+/// Documents per window of the essential walk.
+const WINDOW: u32 = 4096;
+
+/// No entry (the end of a document's list of matches in a window).
+const NONE: u32 = u32::MAX;
+
 /// Calls `callback(doc, score)` for documents whose score is above the threshold, which starts
 /// at `Score::MIN` and becomes whatever `callback` returns, like tantivy's
 /// `Weight::for_each_pruning`: every document scoring at least as high as the final threshold
 /// is reported. Returns whether every matching document was reported (none was skipped or
 /// fell below the threshold).
+///
+/// The essential terms are walked a window of documents at a time, term after term (as Lucene's
+/// `MaxScoreBulkScorer` does): each posting adds its score to its document's slot and links
+/// itself into the document's list of matches, so a query of many terms costs a constant per
+/// posting rather than a scan over every term per candidate document. A document then goes on
+/// only if its essential score plus what the non-essential terms can add may pass the
+/// threshold; its score is summed again, exactly, in the given order.
 pub fn for_each_pruning(
     terms: Vec<TermPostings>,
     callback: &mut dyn FnMut(DocId, Score) -> Score,
@@ -211,64 +224,91 @@ pub fn for_each_pruning(
             Some(*acc)
         })
         .collect();
-    // Each term's current document, kept together for the scans over them.
-    let mut cur: Vec<DocId> = s.iter().map(|(_, t)| t.doc()).collect();
-    // The terms found at the candidate: (position in the given order, sorted position, score).
-    let mut found: Vec<(usize, usize, Score)> = Vec::with_capacity(n);
+    let window = WINDOW as usize;
+    // Per document of the window: the essential terms' score so far, and its first match.
+    let mut sums = vec![0.0f64; window];
+    let mut head = vec![NONE; window];
+    // The matches: (sorted position of the term, its score, the document's next match).
+    let mut links: Vec<(u32, Score, u32)> = Vec::new();
+    // The terms found at a candidate: (position in the given order, score).
+    let mut found: Vec<(usize, Score)> = Vec::with_capacity(n);
     let mut threshold = Score::MIN;
     // Terms below `first` are non-essential.
     let mut first = 0;
     let mut complete = true;
-    while let Some(&doc) = cur[first..].iter().min() {
-        if doc == TERMINATED {
+    // Each window starts at the essential terms' next document; none left when all are
+    // non-essential.
+    while let Some(start) = s[first..].iter().map(|(_, t)| t.doc()).min() {
+        if start == TERMINATED {
             break;
         }
-        found.clear();
-        let mut sum = 0.0f64;
-        for j in first..n {
-            if cur[j] == doc {
-                let v = s[j].1.score();
-                found.push((s[j].0, j, v));
-                sum += f64::from(v);
+        let end = start.saturating_add(WINDOW).min(TERMINATED);
+        // Within the window the split is fixed: the terms below `walked` are sought into, the
+        // others were walked (a term that becomes non-essential meanwhile is already counted).
+        let walked = first;
+        links.clear();
+        for (j, (_, t)) in s.iter_mut().enumerate().skip(walked) {
+            let mut doc = t.doc();
+            while doc < end {
+                let slot = (doc - start) as usize;
+                let v = t.score();
+                sums[slot] += f64::from(v);
+                links.push((j as u32, v, head[slot]));
+                head[slot] = (links.len() - 1) as u32;
+                doc = t.advance();
             }
         }
-        let bar = f64::from(threshold) - slack(threshold);
-        let mut pruned = false;
-        for j in (0..first).rev() {
-            if sum + upto[j] < bar {
-                pruned = true;
-                break;
+        let below = if walked > 0 { upto[walked - 1] } else { 0.0 };
+        for slot in 0..(end - start) as usize {
+            let mut link = head[slot];
+            if link == NONE {
+                continue;
             }
-            if cur[j] < doc {
-                cur[j] = s[j].1.seek(doc);
+            head[slot] = NONE;
+            let mut sum = std::mem::take(&mut sums[slot]);
+            let doc = start + slot as DocId;
+            let bar = f64::from(threshold) - slack(threshold);
+            if sum + below < bar {
+                complete = false;
+                continue;
             }
-            if cur[j] == doc {
-                let v = s[j].1.score();
-                found.push((s[j].0, j, v));
-                sum += f64::from(v);
+            found.clear();
+            while link != NONE {
+                let (j, v, next) = links[link as usize];
+                found.push((s[j as usize].0, v));
+                link = next;
             }
-        }
-        if pruned {
-            complete = false;
-        } else {
+            let mut pruned = false;
+            for j in (0..walked).rev() {
+                if sum + upto[j] < bar {
+                    pruned = true;
+                    break;
+                }
+                let t = &mut s[j].1;
+                if t.seek(doc) == doc {
+                    let v = t.score();
+                    found.push((s[j].0, v));
+                    sum += f64::from(v);
+                }
+            }
+            if pruned {
+                complete = false;
+                continue;
+            }
             // Summed in the given order: the same sum for the same terms, whatever the path.
             found.sort_unstable_by_key(|f| f.0);
-            let score: Score = found.iter().map(|f| f.2).sum();
+            let score: Score = found.iter().map(|f| f.1).sum();
             if score > threshold {
                 threshold = callback(doc, score);
                 let bar = f64::from(threshold) - slack(threshold);
                 while first < n && upto[first] < bar {
-                    // Its documents are no longer all enumerated.
-                    complete &= cur[first] == TERMINATED;
+                    // Its documents past this window are no longer all enumerated.
+                    complete &= s[first].1.doc() == TERMINATED;
                     first += 1;
                 }
             } else {
                 complete = false;
             }
-        }
-        // Every essential term at the candidate was found; so were the others that are there.
-        for &(_, j, _) in &found {
-            cur[j] = s[j].1.advance();
         }
     }
     complete

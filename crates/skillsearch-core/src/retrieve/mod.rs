@@ -3,6 +3,7 @@
 
 pub mod embed;
 pub(crate) mod fusion;
+pub(crate) mod query;
 pub mod semantic;
 
 use crate::corpus::eligibility::{EligibilityEnv, Exclusion};
@@ -93,11 +94,18 @@ pub struct SearchOptions {
     pub semantic_weight: f32,
     /// Candidates each retriever contributes to the fusion.
     pub fusion_depth: usize,
-    /// The lexical retriever keeps at most this many distinct query terms, the rarest in the
-    /// corpus first (`0`: all). A long prompt otherwise costs a scorer per term and field: a
-    /// 44-term prompt took 22–37 ms at 64K skills, 4–6 ms with 16 terms, while the dev sets
-    /// moved by at most 0.002 (see docs/ranking.md, "Long prompts").
+    /// The lexical retriever keeps at most this many distinct query terms, the most important
+    /// first (`0`: no cap): a bound on what a huge prompt costs (see `query_term_share`).
     pub max_query_terms: usize,
+    /// A query of more distinct terms than `short_query_terms` keeps its most important terms
+    /// until they hold this share of its total importance (`retrieve::query`); the common
+    /// words it drops are what a long prompt costs. 1 keeps every term.
+    pub query_term_share: f32,
+    /// Queries of at most this many distinct terms keep them all.
+    pub short_query_terms: usize,
+    /// BM25's `k3`: a term said `q` times in the query weighs `(k3 + 1) q / (k3 + q)`
+    /// (infinite: `q`).
+    pub query_tf_k3: f32,
 }
 
 pub use crate::config::Retriever;
@@ -134,7 +142,10 @@ impl Default for SearchOptions {
             lexical_weight: 1.0,
             semantic_weight: 0.9,
             fusion_depth: 30,
-            max_query_terms: 16,
+            max_query_terms: 64,
+            query_term_share: 0.7,
+            short_query_terms: 16,
+            query_tf_k3: 1.2,
         }
     }
 }
@@ -308,13 +319,19 @@ impl SkillIndex {
             ),
             (self.f.body, opts.body_weight, opts.body_stopword_df),
         ];
-        // Each term's clauses (one per field it occurs in), and how many documents it is in, summed
-        // over those fields (the rarest terms are kept when a query has too many).
-        let mut planned: Vec<(&String, Vec<Clause>, u64)> = Vec::new();
+        // Each term's clauses (one per field it occurs in), and how much it can add to a score
+        // (see `query`: the longest prompts keep only their most important terms).
+        let protected: Vec<String> = query::file_types(query)
+            .iter()
+            .flat_map(|e| analyzer::terms(e))
+            .collect();
+        let mut planned: Vec<(&String, Vec<Clause>)> = Vec::new();
+        let mut candidates: Vec<query::Candidate> = Vec::new();
         for (term, count) in &counts {
             let mut term_clauses = Vec::new();
-            let mut frequency = 0u64;
+            let mut importance = 0.0f32;
             let mut stop = false;
+            let factor = query::qtf_factor(*count, opts.query_tf_k3);
             for &(field, weight, max_df) in &fields {
                 if weight <= 0.0 {
                     continue;
@@ -328,27 +345,37 @@ impl SkillIndex {
                     stop = true;
                     continue;
                 }
-                frequency += df;
-                term_clauses.push((t, weight * *count as f32, df));
+                let idf = (1.0 + (n_docs as f32 - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
+                importance += weight * factor * idf;
+                term_clauses.push((t, weight * factor, df));
             }
             if !term_clauses.is_empty() {
-                planned.push((term, term_clauses, frequency));
+                candidates.push(query::Candidate {
+                    importance,
+                    protected: protected.contains(term),
+                });
+                planned.push((term, term_clauses));
             } else if stop {
                 result.stopwords.push(term.clone());
             }
         }
-        if opts.max_query_terms > 0 && planned.len() > opts.max_query_terms {
-            // Rarest first; the sort is stable, so equally rare terms keep their order.
-            planned.sort_by_key(|p| p.2);
-            for (term, _, _) in planned.drain(opts.max_query_terms..) {
-                result.omitted.push(term.clone());
-            }
-            planned.sort_by(|a, b| a.0.cmp(b.0));
+        let (kept, left) = query::plan(
+            &candidates,
+            opts.query_term_share,
+            opts.short_query_terms,
+            opts.max_query_terms,
+        );
+        for i in left {
+            result.omitted.push(planned[i].0.clone());
         }
         let mut clauses = Vec::new();
-        for (term, term_clauses, _) in planned {
-            result.terms.push(term.clone());
-            clauses.extend(term_clauses);
+        let mut planned: Vec<Option<(&String, Vec<Clause>)>> =
+            planned.into_iter().map(Some).collect();
+        for i in kept {
+            if let Some((term, term_clauses)) = planned[i].take() {
+                result.terms.push(term.clone());
+                clauses.extend(term_clauses);
+            }
         }
         let want_semantic = opts.retriever != Retriever::Lexical && !query.trim().is_empty();
         let semantic = if want_semantic {
