@@ -145,7 +145,7 @@ impl Default for SearchOptions {
             max_query_terms: 64,
             query_term_share: 0.7,
             short_query_terms: 16,
-            query_tf_k3: 1.2,
+            query_tf_k3: 0.5,
         }
     }
 }
