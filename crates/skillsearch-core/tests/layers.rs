@@ -1,6 +1,6 @@
 //! The engine's modules form no circle, point down through fixed layers, and nothing below
-//! `turn/` names it (ARCHITECTURE.md, "Layers point down"). Read from the sources: a module depends on another when its code (tests
-//! and doc links left out) names `crate::<other>`.
+//! `turn/` names it (ARCHITECTURE.md, "Layers point down"). Read from the sources: a module
+//! depends on another when its code (tests and doc links left out) names `crate::<other>`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
