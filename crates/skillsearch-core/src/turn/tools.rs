@@ -295,7 +295,7 @@ fn read_skill_at(
     if !files.is_empty() {
         text.push_str("\n\nFiles in the skill directory (read one with `path`):\n");
         for f in &files {
-            text.push_str(&format!("- {f}\n"));
+            text.push_str(&format!("- {}\n", render::one_line(f)));
         }
         if files.len() == MAX_LISTED_FILES {
             text.push_str(&format!("(only the first {MAX_LISTED_FILES} are listed)\n"));
