@@ -3,6 +3,7 @@
 //! single `write` calls on an `O_APPEND` file, so concurrent hook processes do not interleave
 //! lines; the file is rotated (one previous file kept) when it passes its size limit.
 
+use crate::secrets::redact;
 use crate::turn::Retrieval;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -152,11 +153,6 @@ fn truncate(s: &str, max_chars: usize) -> String {
         Some((cut, _)) => format!("{}…", &s[..cut]),
         None => s.to_owned(),
     }
-}
-
-/// Replaces things that look like credentials with `[redacted]` ([`crate::secrets::redact`]).
-pub fn redact(s: &str) -> String {
-    crate::secrets::redact(s)
 }
 
 /// Current UTC time as RFC 3339 with milliseconds, from the system clock (no date crate needed).

@@ -19,22 +19,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// What one daemon lets its clients hold.
+/// What one daemon lets its clients hold (the defaults are `serve`'s flags).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
     pub max_connections: usize,
     pub header_timeout: Duration,
     pub grace: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_connections: 512,
-            header_timeout: Duration::from_secs(10),
-            grace: Duration::from_secs(5),
-        }
-    }
 }
 
 /// The answer to a connection over the cap, written straight to the socket.
