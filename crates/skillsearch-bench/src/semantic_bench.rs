@@ -42,6 +42,9 @@ pub struct SemanticArgs {
     /// Texts embedded per batch size in the throughput phase
     #[arg(long, default_value_t = 256)]
     sample: usize,
+    /// Arithmetic of the model: f32, int8, or auto (int8 where the CPU has AVX-512 VNNI)
+    #[arg(long, default_value = "f32", value_parser = ["auto", "f32", "int8"])]
+    precision: String,
     /// One JSON object on stdout
     #[arg(long)]
     json: bool,
@@ -150,8 +153,11 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
     say("opening the index (built on first use)");
     let (idx, _) = SkillIndex::open(&roots, &cfg, Refresh::Always, &|_| {})?;
     let embedder = Arc::new(
-        LocalEmbedder::load(&model_dir)
-            .with_context(|| format!("cannot load the model in {}", model_dir.display()))?,
+        LocalEmbedder::load_with(
+            &model_dir,
+            skillsearch_core::config::Precision::parse(&args.precision).unwrap_or_default(),
+        )
+        .with_context(|| format!("cannot load the model in {}", model_dir.display()))?,
     );
     let sem = if args.vectors == Vectors::Synthetic {
         let id = format!("synthetic-{}", embedder.id());

@@ -145,3 +145,30 @@ fn every_module_names_only_lower_layers() {
         "dependencies that do not point down: {upward:?}"
     );
 }
+
+/// `unsafe` is denied in the workspace and allowed in one file, the int8 SIMD kernel; any other
+/// file that opts out fails here.
+#[test]
+fn only_the_int8_kernel_allows_unsafe_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut allowed = Vec::new();
+    let mut stack = vec![root.join("crates")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                if text.contains(&["allow(", "unsafe_code)"].concat()) {
+                    allowed.push(p.strip_prefix(&root).unwrap().display().to_string());
+                }
+            }
+        }
+    }
+    assert_eq!(
+        allowed,
+        ["crates/skillsearch-core/src/retrieve/embed/qgemm.rs"],
+        "files that allow unsafe code"
+    );
+}

@@ -189,6 +189,13 @@ pub const KEYS: &[KeyDef] = &[
         doc: "Sentence model directory in the Hugging Face layout (config.json, tokenizer.json, model.safetensors), e.g. all-MiniLM-L6-v2. Empty: the first model under <home>/models/ (see `skillsearch models add`). Nothing is ever downloaded. In TOML also `[embedding] model_dir`; in the environment also SKILLSEARCH_MODEL_DIR.",
     },
     KeyDef {
+        name: "embedding_precision",
+        env: "SKILLSEARCH_EMBEDDING_PRECISION",
+        kind: Kind::Enum(&Precision::ALL),
+        default: "\"f32\"",
+        doc: "Arithmetic of the local sentence model: f32, int8 (int8 linear layers on AVX-512 VNNI: embedding ~2.7x faster, query embedding ~3-4x, vectors within 1-2% cosine of f32, dev hit@1 0.004-0.007 lower; an error on other CPUs), or auto (int8 where the CPU can, f32 elsewhere). int8 and f32 vectors are stored apart.",
+    },
+    KeyDef {
         name: "rrf_k",
         env: "SKILLSEARCH_RRF_K",
         kind: Kind::Float {
@@ -527,6 +534,8 @@ pub struct Settings {
     pub retriever: Retriever,
     /// `None`: look under `<home>/models/`.
     pub embedding_model_dir: Option<PathBuf>,
+    /// `embedding_precision`.
+    pub embedding_precision: Precision,
     pub rrf_k: f32,
     pub lexical_weight: f32,
     pub semantic_weight: f32,
@@ -925,6 +934,7 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         description_weight: float("description_weight"),
         body_weight: float("body_weight"),
         retriever: Retriever::parse(&text("retriever")).unwrap_or_default(),
+        embedding_precision: Precision::parse(&text("embedding_precision")).unwrap_or_default(),
         embedding_model_dir: Some(text("embedding_model_dir"))
             .filter(|w| !w.is_empty())
             .map(PathBuf::from),
@@ -1039,6 +1049,32 @@ impl Retriever {
             Retriever::Lexical => "lexical",
             Retriever::Semantic => "semantic",
             Retriever::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// How a local sentence model's arithmetic runs (`embedding_precision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Int8 where the CPU has AVX-512 VNNI, f32 elsewhere.
+    Auto,
+    /// f32 throughout.
+    #[default]
+    F32,
+    /// Int8 linear layers; an error where the CPU cannot run them.
+    Int8,
+}
+
+impl Precision {
+    pub const ALL: [&str; 3] = ["auto", "f32", "int8"];
+
+    pub fn parse(s: &str) -> Option<Precision> {
+        match s {
+            "auto" => Some(Precision::Auto),
+            "f32" => Some(Precision::F32),
+            "int8" => Some(Precision::Int8),
+            _ => None,
         }
     }
 }

@@ -96,7 +96,9 @@ pub fn load(home: &Path, s: &Settings) -> Loaded {
         Err(e) => return Loaded::off(format!("{e}; retrieval is lexical"), false),
     };
     let started = std::time::Instant::now();
-    match LocalEmbedder::load(&dir).and_then(|m| Semantic::new(home, Arc::new(m))) {
+    match LocalEmbedder::load_with(&dir, s.embedding_precision)
+        .and_then(|m| Semantic::new(home, Arc::new(m)))
+    {
         Ok(sem) => {
             tracing::info!(model = %dir.display(), ms = started.elapsed().as_millis() as u64, "sentence model loaded");
             Loaded {

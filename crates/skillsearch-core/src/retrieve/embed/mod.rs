@@ -1,7 +1,12 @@
 //! Sentence embeddings. [`Embedder`] is what the semantic retriever needs; [`LocalEmbedder`] runs
 //! a BERT-family sentence model (all-MiniLM-L6-v2 and kin) in-process on candle, from a model
 //! directory in the Hugging Face layout. Nothing is ever downloaded: the directory is configured
-//! or found in `$SKILLSEARCH_HOME/models/`.
+//! or found in `$SKILLSEARCH_HOME/models/`. On CPUs with AVX-512 VNNI the encoder's linear layers
+//! can run in int8 ([`qbert`], `embedding_precision`): about twice the embedding throughput and a
+//! third of the query latency, vectors within 1–2% cosine of f32.
+
+mod qbert;
+mod qgemm;
 
 use crate::error::{Error, Result};
 use candle_core::{DType, Device, Tensor};
@@ -12,7 +17,8 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 /// Turns texts into unit-length sentence vectors.
 pub trait Embedder: Send + Sync {
-    /// Stable id of the model (vectors of different ids never mix), e.g. "all-MiniLM-L6-v2" or `remote:<model>`.
+    /// Stable id of the model (vectors of different ids never mix), e.g. "all-MiniLM-L6-v2",
+    /// "all-MiniLM-L6-v2.int8" or `remote:<model>`.
     fn id(&self) -> &str;
     /// Vector dimension.
     fn dim(&self) -> usize;
@@ -80,11 +86,21 @@ pub fn check_model_dir(dir: &Path) -> Result<()> {
     }
 }
 
+pub use crate::config::Precision;
+
+/// The encoder a [`LocalEmbedder`] runs.
+enum Encoder {
+    /// f32 on candle: texts of a batch padded to the longest and masked.
+    F32(Box<BertModel>),
+    /// Int8 linear layers, one text at a time (no padding), texts spread over threads.
+    Int8(Box<qbert::QBert>),
+}
+
 /// A sentence model run in-process: BERT encoder, attention-masked mean pooling, L2 norm.
 pub struct LocalEmbedder {
     id: String,
     dim: usize,
-    model: BertModel,
+    encoder: Encoder,
     tokenizer: Tokenizer,
     device: Device,
     /// A one-thread pool a single query's embedding runs in: splitting a few tokens' matrix
@@ -98,6 +114,7 @@ impl std::fmt::Debug for LocalEmbedder {
         f.debug_struct("LocalEmbedder")
             .field("id", &self.id)
             .field("dim", &self.dim)
+            .field("precision", &self.precision())
             .finish_non_exhaustive()
     }
 }
@@ -108,6 +125,11 @@ impl LocalEmbedder {
     /// longest text of a batch and truncation at [`MAX_TOKENS`]: fixed padding makes every text
     /// cost 128 tokens and, unless pooling honours the mask, wrong vectors.
     pub fn load(dir: &Path) -> Result<LocalEmbedder> {
+        LocalEmbedder::load_with(dir, Precision::F32)
+    }
+
+    /// [`LocalEmbedder::load`] with the arithmetic chosen.
+    pub fn load_with(dir: &Path, precision: Precision) -> Result<LocalEmbedder> {
         check_model_dir(dir)?;
         let bad = |message: String| Error::Model {
             path: dir.to_path_buf(),
@@ -122,7 +144,19 @@ impl LocalEmbedder {
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| bad(format!("tokenizer.json: {e}")))?;
         let max_len = MAX_TOKENS.min(config.max_position_embeddings);
-        tokenizer.with_padding(Some(PaddingParams {
+        let int8 = match precision {
+            Precision::F32 => false,
+            Precision::Auto => qgemm::vnni_available(),
+            Precision::Int8 if qgemm::vnni_available() => true,
+            Precision::Int8 => {
+                return Err(bad(
+                    "int8 precision needs a CPU with AVX-512 VNNI; this one has none (use f32)"
+                        .into(),
+                ));
+            }
+        };
+        // The int8 encoder runs each text alone: no padding.
+        tokenizer.with_padding((!int8).then(|| PaddingParams {
             strategy: PaddingStrategy::BatchLongest,
             ..PaddingParams::default()
         }));
@@ -138,21 +172,32 @@ impl LocalEmbedder {
         let tensors = candle_core::safetensors::load_buffer(&weights, &device)
             .map_err(|e| bad(format!("model.safetensors: {e}")))?;
         drop(weights);
-        let vb = VarBuilder::from_tensors(
-            transposed_linears(tensors).map_err(|e| bad(format!("model.safetensors: {e}")))?,
-            DType::F32,
-            &device,
-        );
-        let model =
-            BertModel::load(vb, &config).map_err(|e| bad(format!("model.safetensors: {e}")))?;
+        let encoder = if int8 {
+            Encoder::Int8(Box::new(
+                qbert::QBert::from_tensors(&tensors, &config)
+                    .map_err(|e| bad(format!("model.safetensors: {e}")))?,
+            ))
+        } else {
+            let vb = VarBuilder::from_tensors(
+                transposed_linears(tensors).map_err(|e| bad(format!("model.safetensors: {e}")))?,
+                DType::F32,
+                &device,
+            );
+            Encoder::F32(Box::new(
+                BertModel::load(vb, &config).map_err(|e| bad(format!("model.safetensors: {e}")))?,
+            ))
+        };
         let id = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".into());
+        // Int8 vectors differ from f32 ones by ~1%: they get their own id, so their stores and
+        // query caches never mix.
+        let id = if int8 { format!("{id}.int8") } else { id };
         let emb = LocalEmbedder {
             id,
             dim,
-            model,
+            encoder,
             tokenizer,
             device,
             query_pool: rayon::ThreadPoolBuilder::new()
@@ -170,11 +215,30 @@ impl LocalEmbedder {
         Ok(emb)
     }
 
+    /// The arithmetic this embedder runs.
+    pub fn precision(&self) -> Precision {
+        match self.encoder {
+            Encoder::F32(_) => Precision::F32,
+            Encoder::Int8(_) => Precision::Int8,
+        }
+    }
+
     fn run(&self, texts: &[&str]) -> candle_core::Result<Vec<Vec<f32>>> {
         let enc = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(candle_core::Error::wrap)?;
+        let model = match &self.encoder {
+            Encoder::F32(model) => model,
+            Encoder::Int8(model) => {
+                use rayon::prelude::*;
+                return Ok(enc
+                    .par_iter()
+                    .with_max_len(1)
+                    .map(|e| model.embed(e.get_ids(), e.get_type_ids()))
+                    .collect());
+            }
+        };
         let rows = enc.len();
         let cols = enc.first().map_or(0, |e| e.get_ids().len());
         let mut ids = Vec::with_capacity(rows * cols);
@@ -188,7 +252,7 @@ impl LocalEmbedder {
         let ids = Tensor::from_vec(ids, (rows, cols), &self.device)?;
         let types = Tensor::from_vec(types, (rows, cols), &self.device)?;
         let mask = Tensor::from_vec(mask, (rows, cols), &self.device)?;
-        let out = self.model.forward(&ids, &types, Some(&mask))?;
+        let out = model.forward(&ids, &types, Some(&mask))?;
         // Mean over the real tokens only.
         let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let summed = out.broadcast_mul(&m)?.sum(1)?;
@@ -327,7 +391,7 @@ mod tests {
     )]
     fn minilm_reproduces_the_reference_similarities() {
         let dir = std::env::var_os("MINILM_TEST_MODEL_DIR").expect("MINILM_TEST_MODEL_DIR");
-        let e = LocalEmbedder::load(Path::new(&dir)).unwrap();
+        let e = LocalEmbedder::load_with(Path::new(&dir), Precision::F32).unwrap();
         assert_eq!(e.dim(), 384);
         let v = e
             .embed(&[
@@ -348,6 +412,52 @@ mod tests {
         for x in &v {
             assert!(((dot(x, x)) - 1.0).abs() < 1e-5);
         }
+    }
+
+    /// The int8 encoder against the f32 one on the real model: each vector within 2% cosine
+    /// (a long text and a one-word one included), the reference similarities within 0.01.
+    #[test]
+    #[cfg_attr(
+        not(has_minilm),
+        ignore = "set MINILM_TEST_MODEL_DIR to a sentence-model dir (see .ci/run)"
+    )]
+    fn int8_vectors_agree_with_f32() {
+        if !qgemm::vnni_available() {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI, so the int8 encoder never runs here");
+            assert!(LocalEmbedder::load_with(Path::new("."), Precision::Int8).is_err());
+            return;
+        }
+        let dir = std::env::var_os("MINILM_TEST_MODEL_DIR").expect("MINILM_TEST_MODEL_DIR");
+        let f32e = LocalEmbedder::load_with(Path::new(&dir), Precision::F32).unwrap();
+        let int8 = LocalEmbedder::load_with(Path::new(&dir), Precision::Int8).unwrap();
+        assert_eq!(int8.precision(), Precision::Int8);
+        let long =
+            "Convert the quarterly sales spreadsheet in /data/q3.xlsx into a PDF report with \
+                    charts, then email it to the finance team; keep the formulas. "
+                .repeat(12);
+        let texts = [
+            "A man is eating food.",
+            "A man is eating a piece of bread.",
+            "How do I extract tables from a PDF file?",
+            "Parse PDF documents and pull out tabular data",
+            "Deploy a Kubernetes cluster on AWS",
+            "ok",
+            long.as_str(),
+        ];
+        let a = f32e.embed(&texts).unwrap();
+        let b = int8.embed(&texts).unwrap();
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            eprintln!("text {i}: cosine {}", dot(x, y));
+            assert!(dot(x, y) > 0.98, "text {i}: cosine {}", dot(x, y));
+            assert!((dot(y, y) - 1.0).abs() < 1e-4);
+        }
+        for (i, j, want) in [(0, 1, 0.7553), (2, 3, 0.766), (2, 4, -0.114)] {
+            let got = dot(&b[i], &b[j]);
+            assert!((got - want).abs() < 0.01, "({i},{j}): {got} vs {want}");
+        }
+        // A query alone equals the same text in a batch (no padding to leak in).
+        let alone = int8.embed_query(texts[2]).unwrap();
+        assert_eq!(alone, b[2]);
     }
 
     #[test]
