@@ -168,11 +168,40 @@ fn a_read_only_home_with_a_valid_index_still_answers() {
     let out = run_as(&e, &["search", "pdf tables", "--render"], Some(ro));
     expect_code(&out, 0);
     assert!(text(&out.stdout).contains("pdf-tables"));
+    // The hook injects the skills; only its decision log is lost.
+    let mut c = e.command(env!("CARGO_BIN_EXE_skillsearch"));
+    c.arg("hook")
+        .env("SKILLSEARCH_SKILLS_DIRS", &e.root)
+        .env("SKILLSEARCH_MODE", "auto");
+    ro.apply(&mut c);
+    let input = serde_json::json!({"session_id": "s", "cwd": "/", "hook_event_name": "UserPromptSubmit", "prompt": "extract pdf tables"});
+    let out = sys::output_within(&mut c, &serde_json::to_vec(&input).unwrap(), LIMIT);
+    expect_code(&out, 0);
+    assert!(
+        text(&out.stdout).contains("pdf-tables"),
+        "{}",
+        text(&out.stderr)
+    );
     // `index`, whose job is to write, fails naming the directory.
     let out = run_as(&e, &["index"], Some(ro));
     expect_code(&out, 2);
     assert!(
         text(&out.stderr).contains(&dir.display().to_string()),
+        "{}",
+        text(&out.stderr)
+    );
+    // Another set of roots has no index here, and none can be built: an error naming the
+    // home, and nothing left behind.
+    let other = e.home.parent().unwrap().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let out = run_as(
+        &e,
+        &["search", "pdf", "--skills", other.to_str().unwrap()],
+        Some(ro),
+    );
+    expect_code(&out, 2);
+    assert!(
+        text(&out.stderr).contains(&e.home.display().to_string()),
         "{}",
         text(&out.stderr)
     );
