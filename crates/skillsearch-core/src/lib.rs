@@ -11,6 +11,7 @@ pub mod config;
 pub mod corpus;
 mod error;
 pub mod eval;
+pub mod fsio;
 pub mod index;
 pub mod plan;
 pub mod remote;

@@ -67,7 +67,7 @@ impl Inventory {
     fn read(&mut self, dir: &Path) {
         let path = dir.join(MANIFEST);
         let diag = |code: &str, msg: String| Diagnostic::error(code, &path, msg);
-        let v: Value = match std::fs::read(&path)
+        let v: Value = match crate::fsio::read_regular(&path)
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
         {

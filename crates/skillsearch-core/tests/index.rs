@@ -473,3 +473,59 @@ fn a_prompt_of_only_stopwords_and_punctuation_answers_empty() {
         assert!(r.terms.is_empty(), "{q:?}");
     }
 }
+
+/// #21 item 10: a segment file that is gone (here every `.pos`) is found when the index is
+/// opened, and the index is rebuilt, not left failing every search.
+#[test]
+fn a_missing_segment_file_is_detected_and_the_index_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    write_skill(
+        &root,
+        "pdf",
+        "pdf-tables",
+        "Extract tables from PDF files",
+        "Use pdftk.",
+    );
+    let roots = Roots::explicit([&root]);
+    let (idx, _) = open(&home, &roots, Refresh::Always);
+    let dir = idx.dir().to_path_buf();
+    drop(idx);
+    let mut gone = 0;
+    for e in fs::read_dir(dir.join("tantivy")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "pos") {
+            fs::remove_file(&p).unwrap();
+            gone += 1;
+        }
+    }
+    assert!(gone > 0, "the index has a positions file to remove");
+    let (idx, report) = open(&home, &roots, Refresh::Never);
+    let r = report.expect("a rebuild always reports");
+    assert!(
+        r.rebuilt.as_deref().unwrap_or("").contains("unusable"),
+        "{r:?}"
+    );
+    assert!(r.diagnostics.iter().any(|d| d.code == "index-rebuilt"));
+    assert_eq!(ids(&idx, "pdf tables"), ["pdf"]);
+}
+
+/// #21 item 12: a FIFO swapped in for a `SKILL.md` after the walk saw a file is refused by the
+/// reader at once (it would block until a writer came), with the walk's own diagnostic.
+#[test]
+fn loading_a_fifo_never_blocks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("pipe/SKILL.md");
+    skillsearch_testkit::sys::mkfifo(&fifo);
+    let path = fifo.clone();
+    let loaded = skillsearch_testkit::sys::within(
+        std::time::Duration::from_secs(10),
+        "loading a FIFO SKILL.md",
+        move || skillsearch_core::corpus::load(&path, 1 << 20),
+    );
+    assert!(!loaded.valid);
+    assert_eq!(loaded.diagnostics.len(), 1, "{:?}", loaded.diagnostics);
+    let d = &loaded.diagnostics[0];
+    assert_eq!((d.code.as_str(), &d.path), ("not-a-file", &fifo), "{d:?}");
+    assert!(d.message.contains("FIFO"), "{d:?}");
+}

@@ -117,7 +117,7 @@ fn nothing_below_turn_names_it() {
 /// The engine's folders, lowest first (ARCHITECTURE.md, "Code map"). A module may name only
 /// modules of a lower layer.
 const LAYERS: &[&[&str]] = &[
-    &["error", "tokens", "eval", "secrets"],
+    &["error", "tokens", "eval", "secrets", "fsio"],
     &["config"],
     &["corpus"],
     &["index"],

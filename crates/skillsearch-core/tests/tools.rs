@@ -274,3 +274,26 @@ fn a_long_file_comes_in_parts_that_join_up_to_the_whole() {
         "# Forms\nAcroForm notes.\n"
     );
 }
+
+/// #21 item 12: a FIFO where a skill's file was (swapped in after indexing, so the walk never
+/// saw it) is refused at once; opening it for reading would block until some writer came.
+#[test]
+fn a_fifo_in_a_skill_never_blocks_skill_read() {
+    use skillsearch_testkit::sys;
+    let lib = library();
+    let dir = lib.root.join("pdf-tables");
+    sys::mkfifo(&dir.join("references/pipe.md"));
+    sys::mkfifo(&dir.join("SKILL.md"));
+    let limit = std::time::Duration::from_secs(10);
+    let id = "local/pdf-tables";
+    let (reply, listing) = sys::within(limit, "skill_read of a FIFO", move || {
+        let r = skill_read(&lib.idx, id, Some("references/pipe.md"));
+        let l = skill_read(&lib.idx, id, None);
+        (r, l)
+    });
+    assert_eq!(
+        reply,
+        bad_path_reply(id, "references/pipe.md", "it is not a file")
+    );
+    assert!(!listing.contains("Run `"), "{listing}");
+}

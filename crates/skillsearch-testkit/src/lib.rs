@@ -1,10 +1,12 @@
 //! Test helpers shared by the skillsearch crates (a dev-dependency only): one fake HTTP server
 //! for the model, embeddings and hub endpoints ([`Fake`]), a temporary home and skill library
 //! ([`Env`]), skill files ([`write_skill`]), golden files ([`golden`]) and zip bundles
-//! ([`zip_of`]).
+//! ([`zip_of`]), and the means to test file-system faults ([`sys`]: FIFOs, read-only homes,
+//! operations that must not hang).
 
 mod fake;
 mod files;
+pub mod sys;
 
 pub use fake::{
     BOW_DIM, Fake, Reply, Req, Responder, bag_of_words, bow_reply, chat_reply, dead_base,

@@ -727,7 +727,7 @@ fn cmd_plan(
     let (tool_list, mut tool_diags) = match tools {
         None => (Vec::new(), Vec::new()),
         Some(path) => {
-            let text = std::fs::read(path)
+            let text = skillsearch_core::fsio::read_regular(path)
                 .with_context(|| format!("cannot read the tool list {}", path.display()))?;
             let v: serde_json::Value = serde_json::from_slice(&text)
                 .with_context(|| format!("tool list {} is not JSON", path.display()))?;
@@ -863,6 +863,18 @@ fn cmd_index(
 ) -> Result<u8> {
     let (idx, report) = open_index(home, roots, Refresh::Always)?;
     let report = report.unwrap_or_default();
+    if let Some(why) = &report.unsaved {
+        bail!(
+            "cannot update the skill index {} ({why}); make {} writable (or free space on its disk) and run `skillsearch index` again",
+            idx.dir().display(),
+            home.display()
+        );
+    }
+    // A check that found nothing new is not saved by the index itself; this command's job is
+    // to, so that searches in the next `refresh_ms` skip the walk.
+    if let Err(e) = idx.record_check() {
+        tracing::warn!("the index is up to date, but the time of this check was not saved: {e}");
+    }
     // Vectors too, so the first semantic query does not wait for them.
     let slot = SemanticSlot::default();
     let note = crate::embedding::attach_now(home, s, &idx, &slot);
@@ -1095,7 +1107,7 @@ fn catalog_cost(skills: &[&skillsearch_core::Hit], counter: &TokenCounter) -> (u
 /// Tool schemas in the per-turn funnel: (all, shown on a turn that activates no plugin, hidden then).
 fn tool_funnel(home: &Path, s: &Settings, tools: &Path) -> Result<(usize, usize, usize)> {
     use skillsearch_core::plan::{self, Inventory};
-    let text = std::fs::read(tools)
+    let text = skillsearch_core::fsio::read_regular(tools)
         .with_context(|| format!("cannot read the tool list {}", tools.display()))?;
     let v: serde_json::Value = serde_json::from_slice(&text)
         .with_context(|| format!("tool list {} is not JSON", tools.display()))?;
@@ -1266,7 +1278,7 @@ fn cmd_eval(
         store_queries,
         per_query,
     } = output;
-    let text = std::fs::read_to_string(queries)
+    let text = skillsearch_core::fsio::read_regular_string(queries)
         .with_context(|| format!("cannot read queries file {}", queries.display()))?;
     let labelled =
         eval::parse_queries(&text).map_err(|e| anyhow::anyhow!("{}: {e}", queries.display()))?;
@@ -1342,7 +1354,7 @@ fn cmd_eval(
 
 /// The bearer token in the first line of `path` (surrounding blanks dropped).
 fn read_token(path: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(path)
+    let text = skillsearch_core::fsio::read_regular_string(path)
         .with_context(|| format!("cannot read the token file {}", path.display()))?;
     let token = text.lines().next().unwrap_or_default().trim().to_owned();
     if token.is_empty() {

@@ -50,6 +50,21 @@ impl Flags {
     }
 }
 
+/// The text of the config file at `path`. Only a regular file is read, without blocking: a
+/// FIFO there would hang every command (and the hook) until something wrote to it.
+fn read_config(path: &Path) -> Result<String> {
+    skillsearch_core::fsio::read_regular_string(path).map_err(|e| {
+        if skillsearch_core::fsio::is_not_regular(&e) {
+            anyhow::anyhow!(
+                "config file {} is {e}; replace it with a TOML file or remove it",
+                path.display()
+            )
+        } else {
+            anyhow::Error::new(e).context(format!("cannot read config file {}", path.display()))
+        }
+    })
+}
+
 /// Resolves defaults < config file < SKILLSEARCH_* environment < flags.
 pub(crate) fn settings(home: &Path, config: Option<PathBuf>, flags: Flags) -> Result<Settings> {
     let explicit = config.or_else(|| {
@@ -59,19 +74,20 @@ pub(crate) fn settings(home: &Path, config: Option<PathBuf>, flags: Flags) -> Re
     });
     let file = match explicit {
         Some(path) => {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            let text = read_config(&path)?;
             Some((path, text))
         }
         None => {
             let path = home.join("config.toml");
-            match std::fs::read_to_string(&path) {
+            match read_config(&path) {
                 Ok(text) => Some((path, text)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => {
-                    return Err(e)
-                        .with_context(|| format!("cannot read config file {}", path.display()));
+                Err(e)
+                    if e.downcast_ref::<std::io::Error>()
+                        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>
+                {
+                    None
                 }
+                Err(e) => return Err(e),
             }
         }
     };

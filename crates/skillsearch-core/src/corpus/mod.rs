@@ -480,8 +480,17 @@ pub fn load(path: &Path, max_bytes: u64) -> LoadedSkill {
         valid: false,
     };
     let mut diagnostics = Vec::new();
-    let file = match std::fs::File::open(path) {
+    // Without blocking, and only a regular file: a FIFO swapped in after the walk saw a file
+    // would otherwise stall this thread until some writer opened it.
+    let file = match crate::fsio::open_regular(path) {
         Ok(f) => f,
+        Err(e) if crate::fsio::is_not_regular(&e) => {
+            return invalid(Diagnostic::error(
+                "not-a-file",
+                path,
+                format!("SKILL.md is {e}; skipped"),
+            ));
+        }
         Err(e) => {
             return invalid(Diagnostic::error(
                 "unreadable",

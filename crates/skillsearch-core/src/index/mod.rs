@@ -4,8 +4,15 @@
 //! fresh process compares the disk against the index without reading any skill body, and only
 //! re-reads what changed. A tantivy commit is atomic: readers see the previous commit until the
 //! next one lands, and a build killed midway leaves the previous commit serving.
+//!
+//! Opening checks every segment file (a truncated or missing one makes the index unusable, and
+//! it is rebuilt from the skill files). A check that finds nothing changed writes nothing, so a
+//! valid index answers from a read-only or full disk; changes that cannot be saved there are
+//! reported ([`RefreshReport::unsaved`], the `index-unwritable` diagnostic) and the index
+//! answers as last saved.
 
 pub(crate) mod analyzer;
+mod directory;
 pub mod fifo;
 pub(crate) mod maxscore;
 pub(crate) mod relevance;
@@ -95,6 +102,10 @@ pub struct RefreshReport {
     pub rebuilt: Option<String>,
     /// Another process held the writer lock; the index was served as it was.
     pub locked: bool,
+    /// Changes were found but could not be saved (a read-only or full disk, no permission):
+    /// why. The index answers as last saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsaved: Option<String>,
     pub elapsed_ms: f64,
     /// Problems met by the walk and by files read this time.
     pub diagnostics: Vec<Diagnostic>,
@@ -303,9 +314,38 @@ pub fn index_dir(home: &Path, roots: &Roots) -> PathBuf {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    crate::fsio::write_atomic(path, bytes).map_err(|(at, e)| Error::io(at, e))
+}
+
+/// Why a write failed, when it is the file system refusing writes (read-only, full, no
+/// permission: see [`crate::fsio::is_unwritable`]) rather than a fault of the index.
+fn unwritable(e: &Error) -> Option<String> {
+    use tantivy::TantivyError as T;
+    use tantivy::directory::error::{LockError, OpenWriteError};
+    let io = match e {
+        Error::Io { source, .. } => source,
+        Error::Index { source, .. } => match source {
+            T::IoError(io)
+            | T::LockFailure(LockError::IoError(io), _)
+            | T::OpenWriteError(OpenWriteError::IoError { io_error: io, .. }) => &**io,
+            // An indexing thread's failure arrives as text.
+            T::ErrorInThread(text) | T::SystemError(text) => {
+                const REFUSALS: [&str; 4] = [
+                    "No space left on device",
+                    "Read-only file system",
+                    "Permission denied",
+                    "Disk quota exceeded",
+                ];
+                return REFUSALS
+                    .iter()
+                    .find(|r| text.contains(*r))
+                    .map(|r| (*r).to_owned());
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    crate::fsio::is_unwritable(io).then(|| io.to_string())
 }
 
 impl SkillIndex {
@@ -402,7 +442,7 @@ impl SkillIndex {
                 Ok(None)
             };
         }
-        let state: State = match std::fs::read(&state_path) {
+        let state: State = match crate::fsio::read_regular(&state_path) {
             Ok(bytes) => {
                 serde_json::from_slice(&bytes).map_err(|e| format!("state.json is corrupt: {e}"))?
             }
@@ -411,7 +451,9 @@ impl SkillIndex {
         if state.format != FORMAT_VERSION || state.roots != *roots {
             return Err("state.json belongs to another format or root set".into());
         }
-        let mut index = Index::open_in_dir(&tdir).map_err(|e| e.to_string())?;
+        let mut index = directory::IndexDirectory::open(&tdir)
+            .and_then(Index::open)
+            .map_err(|e| e.to_string())?;
         let _ = index.set_default_multithread_executor();
         let (_, f) = schema();
         if index.schema() != schema().0 {
@@ -443,11 +485,21 @@ impl SkillIndex {
                 POSTINGS_CACHE_BYTES,
             )),
         };
-        // Opening the reader already opened every segment (a truncated file fails there); also
-        // open each segment's fast-field columns, which is cheap and catches a damaged one.
+        // Opening the reader already opened most of every segment (a truncated file fails
+        // there); also open each segment's fast-field columns and each indexed field's term
+        // dictionary, postings and positions, which is cheap (searches reuse what is opened)
+        // and catches a damaged or missing file (tantivy opens a missing `.pos` as empty and
+        // fails only at the first search).
+        let schema = idx.index.schema();
         for seg in idx.searcher().segment_readers() {
             seg.fast_fields().u64("root").map_err(|e| e.to_string())?;
             seg.fast_fields().str("path").map_err(|e| e.to_string())?;
+            for (field, entry) in schema.fields() {
+                if entry.is_indexed() {
+                    seg.inverted_index(field)
+                        .map_err(|e| format!("segment {}: {e}", seg.segment_id().uuid_string()))?;
+                }
+            }
         }
         Ok(Some(idx))
     }
@@ -462,23 +514,30 @@ impl SkillIndex {
             .unwrap_or_default();
         let staging = dir.with_file_name(format!("{name}.incoming-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&staging);
-        let tdir = staging.join("tantivy");
-        std::fs::create_dir_all(&tdir).map_err(|e| Error::io(&tdir, e))?;
-        let (schema, _) = schema();
-        Index::create_in_dir(&tdir, schema).map_err(|e| Error::Index {
-            path: tdir.clone(),
-            source: e,
-        })?;
-        let state = State {
-            format: FORMAT_VERSION,
-            roots: roots.clone(),
-            verified_at_ms: 0,
-            walk_diagnostics: vec![],
+        let staged = || -> Result<()> {
+            let tdir = staging.join("tantivy");
+            std::fs::create_dir_all(&tdir).map_err(|e| Error::io(&tdir, e))?;
+            let (schema, _) = schema();
+            Index::create_in_dir(&tdir, schema).map_err(|e| Error::Index {
+                path: tdir.clone(),
+                source: e,
+            })?;
+            let state = State {
+                format: FORMAT_VERSION,
+                roots: roots.clone(),
+                verified_at_ms: 0,
+                walk_diagnostics: vec![],
+            };
+            write_atomic(
+                &staging.join("state.json"),
+                &serde_json::to_vec_pretty(&state).unwrap_or_default(),
+            )
         };
-        write_atomic(
-            &staging.join("state.json"),
-            &serde_json::to_vec_pretty(&state).unwrap_or_default(),
-        )?;
+        if let Err(e) = staged() {
+            // A failed build leaves nothing behind (a full disk must not fill up further).
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
         if let Err(e) = std::fs::rename(&staging, dir) {
             let _ = std::fs::remove_dir_all(&staging);
             if !dir.join("tantivy/meta.json").exists() {
@@ -847,7 +906,10 @@ impl SkillIndex {
         Ok(out)
     }
 
-    /// Re-checks the disk and applies every add, edit, delete and rename in one commit.
+    /// Re-checks the disk and applies every add, edit, delete and rename in one commit. A check
+    /// that finds nothing new writes nothing (its time is kept in memory; [`Self::record_check`]
+    /// saves it). Changes the file system refuses to take (read-only, full, no permission) are
+    /// rolled back and reported in [`RefreshReport::unsaved`]; the index answers as last saved.
     pub fn refresh(&self, progress: &dyn Fn(Progress)) -> Result<RefreshReport> {
         let started = Instant::now();
         let (files, walk_diags) = corpus::discover(&self.roots);
@@ -887,6 +949,7 @@ impl SkillIndex {
             .copied()
             .collect();
         report.removed = removed.len();
+        let mut changed = false;
         if !to_read.is_empty() || !removed.is_empty() {
             let full_build = existing.is_empty();
             let threads = if full_build { self.cfg.threads } else { 1 };
@@ -897,23 +960,31 @@ impl SkillIndex {
             };
             let mut waited = Duration::ZERO;
             let mut writer: IndexWriter = loop {
-                match self.index.writer_with_num_threads(threads, heap) {
+                let e = match self.index.writer_with_num_threads(threads, heap) {
                     Ok(w) => break w,
-                    // Another process is building. With a previous version to answer from,
-                    // answer from it; a first build has none (an empty index would answer
-                    // every query with nothing), so wait for that build to commit.
-                    Err(tantivy::TantivyError::LockFailure(..))
-                        if full_build && waited < FIRST_BUILD_WAIT =>
-                    {
-                        std::thread::sleep(LOCK_POLL);
-                        waited += LOCK_POLL;
-                    }
-                    Err(tantivy::TantivyError::LockFailure(..)) => {
-                        report.locked = true;
-                        report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
-                        return Ok(report);
-                    }
-                    Err(e) => return Err(self.index_err(e)),
+                    Err(e) => e,
+                };
+                let busy = matches!(e, tantivy::TantivyError::LockFailure(..));
+                let e = self.index_err(e);
+                if let Some(why) = unwritable(&e) {
+                    // A read-only or full disk: the lock file cannot even be made.
+                    self.unsaved(&mut report, why);
+                    report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+                    return Ok(report);
+                }
+                if !busy {
+                    return Err(e);
+                }
+                // Another process is building. With a previous version to answer from, answer
+                // from it; a first build has none (an empty index would answer every query
+                // with nothing), so wait for that build to commit.
+                if full_build && waited < FIRST_BUILD_WAIT {
+                    std::thread::sleep(LOCK_POLL);
+                    waited += LOCK_POLL;
+                } else {
+                    report.locked = true;
+                    report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+                    return Ok(report);
                 }
             };
             // Another process may have committed between our read and our lock: diff again
@@ -942,52 +1013,129 @@ impl SkillIndex {
             if full_build || segments < MERGE_AFTER_SEGMENTS {
                 writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
             }
-            for p in removed {
-                writer.delete_term(Term::from_field_text(self.f.path, &p.to_string_lossy()));
-            }
-            for f in &to_read {
-                // Also for files we think are new: a document for the path must never exist twice.
-                writer.delete_term(Term::from_field_text(
-                    self.f.path,
-                    &f.path.to_string_lossy(),
-                ));
-            }
-            progress(Progress::Start {
-                to_read: to_read.len(),
-            });
-            let new_diags = self.index_files(&writer, &to_read, progress)?;
-            report.diagnostics.extend(new_diags);
-            writer.commit().map_err(|e| self.index_err(e))?;
-            if full_build {
-                // Each indexing thread wrote its own segment. One segment answers a search
-                // with one set of scorers and no ties to settle across segments: a daemon under
-                // load spent ~20% more CPU per retrieval on two (docs/performance.md, "Daemon under
-                // load"). Merging 64K skills takes well under a second.
-                let ids = self
-                    .index
-                    .searchable_segment_ids()
-                    .map_err(|e| self.index_err(e))?;
-                if ids.len() > 1 {
-                    writer.merge(&ids).wait().map_err(|e| self.index_err(e))?;
+            let written = (|| -> Result<Vec<Diagnostic>> {
+                for p in &removed {
+                    writer.delete_term(Term::from_field_text(self.f.path, &p.to_string_lossy()));
                 }
+                for f in &to_read {
+                    // Also for files we think are new: a document for the path must never
+                    // exist twice.
+                    writer.delete_term(Term::from_field_text(
+                        self.f.path,
+                        &f.path.to_string_lossy(),
+                    ));
+                }
+                progress(Progress::Start {
+                    to_read: to_read.len(),
+                });
+                let new_diags = self.index_files(&writer, &to_read, progress)?;
+                writer.commit().map_err(|e| self.index_err(e))?;
+                Ok(new_diags)
+            })();
+            let new_diags = match written {
+                Ok(d) => d,
+                Err(e) => {
+                    // Nothing of this refresh was committed; drop what it wrote.
+                    let _ = writer.rollback();
+                    let _ = writer.garbage_collect_files().wait();
+                    drop(writer);
+                    let Some(why) = unwritable(&e) else {
+                        return Err(e);
+                    };
+                    self.unsaved(&mut report, why);
+                    report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+                    return Ok(report);
+                }
+            };
+            report.diagnostics.extend(new_diags);
+            // The commit landed: a merge that cannot be written leaves more segments, no harm.
+            let merged = (|| -> Result<()> {
+                if full_build {
+                    // Each indexing thread wrote its own segment. One segment answers a search
+                    // with one set of scorers and no ties to settle across segments: a daemon
+                    // under load spent ~20% more CPU per retrieval on two (docs/performance.md,
+                    // "Daemon under load"). Merging 64K skills takes well under a second.
+                    let ids = self
+                        .index
+                        .searchable_segment_ids()
+                        .map_err(|e| self.index_err(e))?;
+                    if ids.len() > 1 {
+                        writer.merge(&ids).wait().map_err(|e| self.index_err(e))?;
+                    }
+                }
+                writer.wait_merging_threads().map_err(|e| self.index_err(e))
+            })();
+            if let Err(e) = merged {
+                let Some(why) = unwritable(&e) else {
+                    return Err(e);
+                };
+                tracing::warn!(target: "index", dir = %self.dir.display(), %why, "segments not merged");
             }
-            writer
-                .wait_merging_threads()
-                .map_err(|e| self.index_err(e))?;
             self.reader.reload().map_err(|e| self.index_err(e))?;
+            changed = true;
         }
-        let state_json = {
+        let (state_json, dirty) = {
             let mut state = self
                 .state
                 .lock()
                 .map_err(|_| Error::Invalid("index state lock poisoned".into()))?;
             state.verified_at_ms = now_ms();
+            let dirty = changed || state.walk_diagnostics != walk_diags;
             state.walk_diagnostics = walk_diags;
-            serde_json::to_vec_pretty(&*state).unwrap_or_default()
+            (
+                serde_json::to_vec_pretty(&*state).unwrap_or_default(),
+                dirty,
+            )
         };
-        write_atomic(&self.dir.join("state.json"), &state_json)?;
+        // A check that found nothing new writes nothing: the time of the check is kept in
+        // memory only, so a valid index answers from a read-only or full disk.
+        if dirty {
+            self.save_state(&state_json, &mut report)?;
+        }
         report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
         Ok(report)
+    }
+
+    /// Writes `state.json`; when the file system refuses, records that the state is unsaved.
+    fn save_state(&self, json: &[u8], report: &mut RefreshReport) -> Result<()> {
+        match write_atomic(&self.dir.join("state.json"), json) {
+            Err(e) => match unwritable(&e) {
+                Some(why) => {
+                    self.unsaved(report, why);
+                    Ok(())
+                }
+                None => Err(e),
+            },
+            ok => ok,
+        }
+    }
+
+    /// Saves the time of the last check, so that other processes skip the walk for a while
+    /// (`Refresh::IfOlderThan`); a refresh that found nothing changed does not (see
+    /// [`SkillIndex::refresh`]). For a command whose job is to bring the index up to date.
+    pub fn record_check(&self) -> Result<()> {
+        let json = {
+            let state = self
+                .state
+                .lock()
+                .map_err(|_| Error::Invalid("index state lock poisoned".into()))?;
+            serde_json::to_vec_pretty(&*state).unwrap_or_default()
+        };
+        write_atomic(&self.dir.join("state.json"), &json)
+    }
+
+    /// Records that changes found on disk could not be saved, and why.
+    fn unsaved(&self, report: &mut RefreshReport, why: String) {
+        tracing::warn!(target: "index", dir = %self.dir.display(), %why, "the index cannot be updated; answering from it as last saved");
+        report.diagnostics.push(Diagnostic::warning(
+            "index-unwritable",
+            &self.dir,
+            format!(
+                "the index cannot be updated ({why}); answering from it as last saved. Make {} writable (or free space on its disk), then run `skillsearch index`",
+                self.cfg.home.display()
+            ),
+        ));
+        report.unsaved = Some(why);
     }
 
     fn index_files(

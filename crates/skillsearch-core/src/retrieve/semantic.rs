@@ -86,7 +86,7 @@ impl VectorStore {
     /// header is replaced (its vectors are only a cache).
     pub fn sync(&self) -> Result<()> {
         let mut inner = self.lock()?;
-        let mut file = match std::fs::File::open(&self.path) {
+        let mut file = match crate::fsio::open_regular(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(Error::io(&self.path, e)),

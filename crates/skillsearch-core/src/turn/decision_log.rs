@@ -232,7 +232,7 @@ impl DecisionLog {
     pub fn tail(&self, n: usize) -> std::io::Result<Vec<Decision>> {
         let mut out: Vec<Decision> = Vec::new();
         for p in [self.rotated(), self.path.clone()] {
-            let text = match std::fs::read_to_string(&p) {
+            let text = match crate::fsio::read_regular_string(&p) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),

@@ -380,10 +380,19 @@ fn read_file(dir: &Path, id: &str, rel: &str) -> String {
     if is_hidden(inside) {
         return bad_path_reply(id, rel, HIDDEN);
     }
-    let meta = match std::fs::metadata(&full) {
-        Ok(m) if m.is_file() => m,
-        Ok(_) => return bad_path_reply(id, rel, "it is not a file"),
-        Err(_) => return bad_path_reply(id, rel, "no such file"),
+    // Checked on the opened file, opened without blocking: a FIFO is refused, not waited on.
+    let file = match crate::fsio::open_regular(&full) {
+        Ok(f) => f,
+        Err(e) if crate::fsio::is_not_regular(&e) => {
+            return bad_path_reply(id, rel, "it is not a file");
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return bad_path_reply(id, rel, "no such file");
+        }
+        Err(_) => return bad_path_reply(id, rel, "it cannot be read"),
+    };
+    let Ok(meta) = file.metadata() else {
+        return bad_path_reply(id, rel, "it cannot be read");
     };
     if meta.len() > MAX_READ_BYTES {
         return bad_path_reply(
@@ -396,10 +405,7 @@ fn read_file(dir: &Path, id: &str, rel: &str) -> String {
         );
     }
     let mut bytes = Vec::new();
-    if std::fs::File::open(&full)
-        .and_then(|f| f.take(MAX_READ_BYTES).read_to_end(&mut bytes))
-        .is_err()
-    {
+    if file.take(MAX_READ_BYTES).read_to_end(&mut bytes).is_err() {
         return bad_path_reply(id, rel, "it cannot be read");
     }
     if bytes.contains(&0) {

@@ -267,10 +267,8 @@ fn resolve(entry: &Entry, target: &Target, uri: &str) -> Result<PathBuf, McpErro
 
 /// Reads at most `cap` bytes of a regular file; `None` if it is larger or unreadable.
 fn read_capped(path: &Path, cap: u64) -> Option<Vec<u8>> {
-    let f = std::fs::File::open(path).ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
+    // Opened without blocking and checked on the descriptor: a FIFO is refused, not waited on.
+    let f = skillsearch_core::fsio::open_regular(path).ok()?;
     let mut bytes = Vec::new();
     f.take(cap + 1).read_to_end(&mut bytes).ok()?;
     (bytes.len() as u64 <= cap).then_some(bytes)

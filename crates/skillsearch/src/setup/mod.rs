@@ -138,7 +138,7 @@ pub struct SetupPlan {
 
 /// Reads a file that may not exist yet.
 pub fn read_optional(path: &Path) -> Result<Option<String>> {
-    match std::fs::read_to_string(path) {
+    match skillsearch_core::fsio::read_regular_string(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),

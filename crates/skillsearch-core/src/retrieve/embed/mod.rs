@@ -136,12 +136,15 @@ impl LocalEmbedder {
             message,
         };
         let config_path = dir.join("config.json");
-        let config_text =
-            std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
+        let config_text = crate::fsio::read_regular_string(&config_path)
+            .map_err(|e| Error::io(&config_path, e))?;
         let config: BertConfig = serde_json::from_str(&config_text)
             .map_err(|e| bad(format!("config.json is not a BERT config: {e}")))?;
         let dim = config.hidden_size;
-        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+        let tokenizer_path = dir.join("tokenizer.json");
+        let tokenizer_bytes = crate::fsio::read_regular(&tokenizer_path)
+            .map_err(|e| Error::io(&tokenizer_path, e))?;
+        let mut tokenizer = Tokenizer::from_bytes(tokenizer_bytes)
             .map_err(|e| bad(format!("tokenizer.json: {e}")))?;
         let max_len = MAX_TOKENS.min(config.max_position_embeddings);
         let int8 = match precision {
@@ -167,7 +170,8 @@ impl LocalEmbedder {
             }))
             .map_err(|e| bad(format!("tokenizer.json: {e}")))?;
         let weights_path = dir.join("model.safetensors");
-        let weights = std::fs::read(&weights_path).map_err(|e| Error::io(&weights_path, e))?;
+        let weights =
+            crate::fsio::read_regular(&weights_path).map_err(|e| Error::io(&weights_path, e))?;
         let device = Device::Cpu;
         let tensors = candle_core::safetensors::load_buffer(&weights, &device)
             .map_err(|e| bad(format!("model.safetensors: {e}")))?;
