@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use crate::context::{Flags, home_dir, roots_of, settings};
-use crate::output::{Out, print_diagnostics};
+use crate::output::{Out, print_diagnostics, shown};
 
 /// Exit codes: 0 hits, 1 no hits, 2 error.
 const EXIT_NO_HITS: u8 = 1;
@@ -751,16 +751,19 @@ fn cmd_plan(
         out.json(&v)?;
         return Ok(0);
     }
-    out.line(&format!("matched skills:    {}", ids.join(", ")))?;
+    out.line(&format!("matched skills:    {}", shown(&ids.join(", "))))?;
     out.line(&format!(
         "activated plugins: {}",
-        p.activated_plugins.join(", ")
+        shown(&p.activated_plugins.join(", "))
     ))?;
     out.line(&format!(
         "visible tools:     {}",
-        p.visible_tools.join(", ")
+        shown(&p.visible_tools.join(", "))
     ))?;
-    out.line(&format!("hidden tools:      {}", p.hidden_tools.join(", ")))?;
+    out.line(&format!(
+        "hidden tools:      {}",
+        shown(&p.hidden_tools.join(", "))
+    ))?;
     out.line(&format!(
         "schema tokens:     {} shown, {} hidden{}",
         p.tokens.shown,
@@ -777,7 +780,10 @@ fn cmd_plan(
     for r in &p.reasons {
         out.line(&format!(
             "  {} {:<24} {:<9} {}",
-            r.kind, r.subject, r.decision, r.reason
+            r.kind,
+            shown(&r.subject),
+            r.decision,
+            shown(&r.reason)
         ))?;
     }
     print_diagnostics(out, &p.diagnostics)?;
@@ -806,7 +812,7 @@ fn cmd_log_tail(out: &mut Out, s: &Settings, n: usize, json: bool) -> Result<u8>
         } else {
             d.hits
                 .iter()
-                .map(|h| format!("{} ({:.2})", h.id, h.score))
+                .map(|h| format!("{} ({:.2})", shown(&h.id), h.score))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -826,7 +832,7 @@ fn cmd_log_tail(out: &mut Out, s: &Settings, n: usize, json: bool) -> Result<u8>
             d.injected_tokens,
             d.error
                 .as_ref()
-                .map(|e| format!("; error: {e}"))
+                .map(|e| format!("; error: {}", shown(e)))
                 .unwrap_or_default()
         ))?;
     }
@@ -981,7 +987,7 @@ fn cmd_search(
         if !r.over_budget.is_empty() {
             tracing::warn!(
                 "left out to fit the token budget: {}",
-                r.over_budget.join(", ")
+                shown(&r.over_budget.join(", "))
             );
         }
         if r.text.is_empty() {
@@ -1017,8 +1023,8 @@ fn cmd_search(
             out.line(&format!(
                 "{}. {}  [{}]  score {:.2}",
                 i + 1,
-                h.name,
-                h.qualified_id,
+                shown(&h.name),
+                shown(&h.qualified_id),
                 h.score
             ))?;
             if !h.description.is_empty() {
@@ -1027,7 +1033,7 @@ fn cmd_search(
                     crate::output::one_line(&h.description, 160)
                 ))?;
             }
-            out.line(&format!("   {}", h.path.display()))?;
+            out.line(&format!("   {}", shown(&h.path.display().to_string())))?;
         }
     }
     Ok(code)

@@ -10,6 +10,7 @@ mod cli;
 mod context;
 mod embedding;
 mod hook;
+mod lines;
 mod mcp;
 mod output;
 mod serve;

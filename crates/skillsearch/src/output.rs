@@ -62,14 +62,21 @@ pub fn print_diagnostics(out: &mut Out, diags: &[Diagnostic]) -> Result<()> {
         diags.len() - errors
     ))?;
     for d in diags {
-        out.line(&format!("  {d}"))?;
+        // A diagnostic names a path and often a skill's name: one line, nothing raw.
+        out.line(&format!("  {}", shown(&d.to_string())))?;
     }
     Ok(())
 }
 
-/// Collapses whitespace and cuts to `max` characters with an ellipsis.
+/// A name, id, path or description from a skill's files as one line for a terminal: control
+/// characters (ESC sequences, newlines) and bidi overrides become spaces (`render::one_line`).
+pub fn shown(s: &str) -> std::borrow::Cow<'_, str> {
+    skillsearch_core::turn::render::one_line(s)
+}
+
+/// [`shown`], whitespace collapsed, cut to `max` characters with an ellipsis.
 pub fn one_line(s: &str, max: usize) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = shown(s).split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= max {
         return flat;
     }

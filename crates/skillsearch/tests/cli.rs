@@ -508,3 +508,57 @@ fn config_layers_show_sources_and_reject_typos_loudly() {
         serde_json::json!(["on_demand", "auto"])
     );
 }
+
+/// Control characters a skill's own files carry (ESC sequences, newlines) never reach the
+/// terminal raw: every name, id, path and description the CLI prints is one line.
+#[test]
+fn names_with_escapes_and_newlines_print_as_one_line() {
+    let e = Env::new();
+    // The directory (so the id and path) carries an ESC too.
+    e.file(
+        "odd\x1b[2Jdir/SKILL.md",
+        "---\nname: \"inv\\e[31mred\\nFAKE 1. forged\"\ndescription: \"Parse scanned invoices\\e]0;pwned\\a now\\nsecond line\"\n---\nRead the invoice totals.\n",
+    );
+    e.skill("plain", "plain-invoices", "More scanned invoices", "body");
+    let clean = |what: &str, text: &str| {
+        assert!(
+            !text.contains('\x1b') && !text.contains('\x07'),
+            "{what} printed a control character raw:\n{text:?}"
+        );
+    };
+    let out = e.run_skills(&["search", "scanned invoices"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    clean("search", &text);
+    assert!(text.contains("inv [31mred FAKE 1. forged"), "{text}");
+    // Two hits, three lines each (name, description, path): no line was split.
+    assert_eq!(text.lines().count(), 6, "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("FAKE")), "{text}");
+
+    let out = e.run_skills(&["show", "odd\x1b[2Jdir"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    clean("show", &text);
+    assert!(text.contains("Read the invoice totals."), "{text}");
+
+    let out = e.run_skills(&["index"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    clean("index", &stdout(&out));
+
+    let out = e.run_skills(&["plan", "--prompt", "scanned invoices"]);
+    clean("plan", &stdout(&out));
+    let out = e.run(&["log", "tail"]);
+    clean("log tail", &stdout(&out));
+}

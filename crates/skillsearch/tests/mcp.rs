@@ -9,12 +9,18 @@ use serde_json::{Value, json};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+/// How long a test waits for a reply before calling the server silent.
+const REPLY_WAIT: Duration = Duration::from_secs(60);
 
 struct Server {
     child: Child,
     stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    /// stdout's lines, read on a thread so a missing reply fails the test instead of hanging it.
+    stdout: Receiver<String>,
 }
 
 impl Server {
@@ -36,12 +42,31 @@ impl Server {
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, stdout) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            loop {
+                let mut line = String::new();
+                match out.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
         Server {
             child,
             stdin,
             stdout,
         }
+    }
+
+    fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
     }
 
     fn send(&mut self, msg: &Value) {
@@ -53,8 +78,11 @@ impl Server {
 
     /// The next line of stdout, which must be a JSON-RPC message.
     fn recv(&mut self) -> Value {
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
+        let line = match self.stdout.recv_timeout(REPLY_WAIT) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => panic!("no reply within {REPLY_WAIT:?}"),
+            Err(RecvTimeoutError::Disconnected) => panic!("the server closed stdout"),
+        };
         let v: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
         assert_eq!(v["jsonrpc"], "2.0", "{v}");
@@ -193,7 +221,7 @@ fn tools_follow_the_mode_and_bad_input_gets_answers() {
         text(&s.call(5, "skill_search", json!({"query": 42}))),
         "skill_search needs a query describing the task."
     );
-    let huge = "scanned pdf tables ".repeat(60_000);
+    let huge = "scanned pdf tables ".repeat(50_000); // under the 1 MiB line cap
     assert!(text(&s.call(6, "skill_search", json!({"query": huge}))).contains("PARSNIP"));
     assert_eq!(
         text(&s.call(
@@ -241,6 +269,91 @@ fn tools_follow_the_mode_and_bad_input_gets_answers() {
         r["result"]["tools"],
         json!([]),
         "the server stays up in auto mode"
+    );
+}
+
+/// `ping` answers: the server is still serving.
+fn assert_serving(s: &mut Server, id: i64) {
+    let r = s.request(json!(id), "ping", json!({}));
+    assert_eq!(r["result"], json!({}), "{r}");
+}
+
+#[test]
+fn a_line_that_is_not_json_gets_a_parse_error() {
+    let (_t, home, skills) = library();
+    let mut s = Server::start(&home, &skills, "on_demand");
+    s.initialize("2025-11-25");
+    s.send_raw(b"{this is not json\n");
+    let r = s.recv();
+    assert_eq!(r.get("id"), Some(&Value::Null), "{r}");
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    assert_eq!(r["error"]["message"], "Parse error", "{r}");
+    // JSON that is no JSON-RPC message is an invalid request, with a null id too.
+    s.send_raw(b"[1, 2]\n");
+    let r = s.recv();
+    assert_eq!(r.get("id"), Some(&Value::Null), "{r}");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    assert_eq!(r["error"]["message"], "Invalid Request", "{r}");
+    assert_serving(&mut s, 1);
+}
+
+#[test]
+fn a_request_reusing_an_id_in_flight_gets_an_error_and_the_first_its_answer() {
+    let (_t, home, skills) = library();
+    let mut s = Server::start(&home, &skills, "on_demand");
+    s.initialize("2025-11-25");
+    // Both lines in one write: the second arrives while the search is running.
+    let search = json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call", "params": {"name": "skill_search", "arguments": {"query": "scanned pdf tables"}}});
+    let ping = json!({"jsonrpc": "2.0", "id": 20, "method": "ping"});
+    s.send_raw(format!("{search}\n{ping}\n").as_bytes());
+    let (a, b) = (s.recv(), s.recv());
+    let (answer, error) = if a.get("error").is_some() {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    assert_eq!(answer["id"], 20, "{answer}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("PARSNIP"),
+        "the first request gets its own answer: {answer}"
+    );
+    assert_eq!(error["id"], 20, "{error}");
+    assert_eq!(error["error"]["code"], -32600, "{error}");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Invalid Request") && message.contains("20"),
+        "{error}"
+    );
+    // Once answered, the id may be used again.
+    assert_serving(&mut s, 20);
+}
+
+#[test]
+fn an_overlong_line_gets_an_error_and_the_server_keeps_serving() {
+    let (_t, home, skills) = library();
+    let mut s = Server::start(&home, &skills, "on_demand");
+    s.initialize("2025-11-25");
+    let huge = json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call", "params": {"name": "skill_search", "arguments": {"query": "pdf ".repeat(50 << 18)}}});
+    let mut line = serde_json::to_vec(&huge).unwrap();
+    assert!(line.len() > 50 << 20);
+    line.push(b'\n');
+    s.send_raw(&line);
+    drop(line);
+    let r = s.recv();
+    assert_eq!(r.get("id"), Some(&Value::Null), "{r}");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("1048576 bytes"), "{r}");
+    let r = s.call(31, "skill_search", json!({"query": "scanned pdf tables"}));
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("PARSNIP"),
+        "{r}"
     );
 }
 

@@ -321,3 +321,148 @@ fn host_state_dir_variables_are_honoured() {
         fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// Settings kept in a dotfiles repository and linked into place: setup writes the file the
+/// link points to and leaves the link where it was, for a relative link, an absolute one and a
+/// link whose file does not exist yet.
+#[cfg(unix)]
+#[test]
+fn a_symlinked_settings_file_is_written_through_and_the_link_kept() {
+    use std::os::unix::fs::symlink;
+    let h = Home::new();
+    let dotfiles = h.path("dotfiles");
+    h.write("dotfiles/claude/settings.json", r#"{"model": "x"}"#);
+    fs::create_dir_all(h.path(".claude")).unwrap();
+    let relative = Path::new("../dotfiles/claude/settings.json");
+    symlink(relative, h.path(".claude/settings.json")).unwrap();
+    // Not there yet: the first write creates it at the link's target.
+    let state = dotfiles.join("claude.json");
+    symlink(&state, h.path(".claude.json")).unwrap();
+
+    let out = h.setup("claude-code", "on_demand");
+    let link = h.path(".claude/settings.json");
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced by a file: {out}"
+    );
+    assert_eq!(fs::read_link(&link).unwrap(), relative);
+    let s: Value =
+        serde_json::from_str(&fs::read_to_string(dotfiles.join("claude/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(s["model"], "x");
+    assert!(
+        s["permissions"]["allow"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__skillsearch__skill_search")),
+        "{s}"
+    );
+    let l = h.path(".claude.json");
+    assert!(fs::symlink_metadata(&l).unwrap().file_type().is_symlink());
+    assert_eq!(fs::read_link(&l).unwrap(), state);
+    let j: Value = serde_json::from_str(&fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(j["mcpServers"]["skillsearch"]["type"], "stdio");
+    // The backup sits beside the link; the dotfiles directory gets no stray files.
+    assert_eq!(backups(&h.path(".claude")), 1);
+    assert_eq!(backups(&dotfiles.join("claude")), 0);
+    let mut names: Vec<String> = fs::read_dir(&dotfiles)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["claude", "claude.json"]);
+    assert!(
+        h.setup("claude-code", "on_demand")
+            .contains("Already set up")
+    );
+    assert!(h.doctor("claude-code").0);
+}
+
+/// Setups run within one second each keep their own backup: none is overwritten.
+#[test]
+fn backups_made_within_one_second_are_all_kept() {
+    let h = Home::new();
+    h.write(".codebuddy/settings.json", r#"{"model": "v0"}"#);
+    let mut versions = vec![fs::read_to_string(h.path(".codebuddy/settings.json")).unwrap()];
+    for mode in ["auto", "on_demand", "auto", "on_demand"] {
+        h.setup("codebuddy", mode);
+        versions.push(fs::read_to_string(h.path(".codebuddy/settings.json")).unwrap());
+    }
+    let dir = h.path(".codebuddy");
+    let mut kept: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("settings.json.skillsearch-backup")
+        })
+        .map(|e| fs::read_to_string(e.path()).unwrap())
+        .collect();
+    kept.sort();
+    let mut expected = versions[..4].to_vec();
+    expected.sort();
+    assert_eq!(kept, expected, "every replaced version has its own backup");
+}
+
+/// The user's own keys in skillsearch's server entry (Codex's `env` table, a timeout; Claude
+/// Code's and CodeBuddy's `env`) survive setup rewriting that entry.
+#[test]
+fn setup_keeps_the_users_keys_in_the_server_entry() {
+    let h = Home::new();
+    h.write(
+        ".codex/config.toml",
+        "model = \"gpt\"\n\n[mcp_servers.skillsearch]\ncommand = \"/old/skillsearch\"\nargs = [\"mcp\"]\nstartup_timeout_sec = 30\n\n[mcp_servers.skillsearch.env]\nHF_HOME = \"/data/hf\"\n",
+    );
+    h.setup("codex", "on_demand");
+    let text = fs::read_to_string(h.path(".codex/config.toml")).unwrap();
+    let cfg: toml::Table = toml::from_str(&text).unwrap();
+    let server = &cfg["mcp_servers"]["skillsearch"];
+    assert_eq!(
+        server["command"].as_str(),
+        Some(env!("CARGO_BIN_EXE_skillsearch")),
+        "{text}"
+    );
+    assert_eq!(
+        server["env"]["HF_HOME"].as_str(),
+        Some("/data/hf"),
+        "{text}"
+    );
+    assert_eq!(
+        server["startup_timeout_sec"].as_integer(),
+        Some(30),
+        "{text}"
+    );
+    assert_eq!(
+        server["default_tools_approval_mode"].as_str(),
+        Some("approve")
+    );
+    assert!(h.setup("codex", "on_demand").contains("Already set up"));
+    assert!(h.doctor("codex").0);
+
+    for (host, rel) in [
+        ("claude-code", ".claude.json"),
+        ("codebuddy", ".codebuddy/.mcp.json"),
+    ] {
+        h.write(
+            rel,
+            r#"{"mcpServers": {"skillsearch": {"type": "stdio", "command": "/old/skillsearch", "args": [], "env": {"HF_HOME": "/data/hf"}, "timeout": 5000}}}"#,
+        );
+        h.setup(host, "on_demand");
+        let server = &h.json(rel)["mcpServers"]["skillsearch"];
+        assert_eq!(
+            server["command"],
+            env!("CARGO_BIN_EXE_skillsearch"),
+            "{host}"
+        );
+        assert_eq!(server["env"], json!({"HF_HOME": "/data/hf"}), "{host}");
+        assert_eq!(server["timeout"], 5000, "{host}");
+        assert!(
+            h.setup(host, "on_demand").contains("Already set up"),
+            "{host}"
+        );
+    }
+}

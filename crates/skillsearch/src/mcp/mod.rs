@@ -4,7 +4,9 @@
 //! injects instead) and stays up. In both modes it serves the MCP Skills extension
 //! (`skills/list`, `skills/get`, the files through `resources/read` and
 //! `resources/directory/read`; see `mcp_skills`) over the same index: a catalogue the client
-//! pulls, not a tool the model calls. stdout carries JSON-RPC only; logs go to stderr.
+//! pulls, not a tool the model calls. stdout carries JSON-RPC only; logs go to stderr. Every
+//! line is checked before the SDK sees it (`transport`): a line that is not JSON, is over the
+//! 1 MiB cap `serve --stdio` has, or reuses the id of a request in flight gets a JSON-RPC error.
 //!
 //! One warm index per process: it is opened on a background thread at start, re-checked
 //! against the disk when the last check is older than `refresh_ms`, and every call has the
@@ -12,6 +14,7 @@
 //! a protocol error.
 
 mod skills;
+mod transport;
 
 use crate::context::{open_index, roots_of};
 use rmcp::model::{
@@ -398,8 +401,9 @@ pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
         .enable_time()
         .build()?;
     rt.block_on(async move {
+        let (stdin, stdout) = rmcp::transport::stdio();
         let server = SkillServer { state }
-            .serve(rmcp::transport::stdio())
+            .serve(transport::CheckedLines::new(stdin, stdout))
             .await?;
         server.waiting().await?;
         anyhow::Ok(())

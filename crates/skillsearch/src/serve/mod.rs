@@ -38,8 +38,8 @@ use std::time::{Duration, Instant};
 pub(crate) use workspaces::RootPolicy;
 use workspaces::{Warm, Workspaces};
 
-/// Largest request body accepted.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Largest request body accepted: the line cap of the stdio protocols.
+pub const MAX_BODY_BYTES: usize = crate::lines::MAX_LINE_BYTES;
 /// Characters of a query used.
 const MAX_QUERY_CHARS: usize = 2000;
 
@@ -935,47 +935,8 @@ fn params_of<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, ApiErro
         .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("bad params: {e}")))
 }
 
-/// One line of at most `cap` bytes from `r`, without its newline: `Ok(None)` at the end of the
-/// input, `Ok(Some(Err(n)))` for a line of `n` bytes over the cap (read to its end and dropped,
-/// never held whole).
-async fn read_line_capped(
-    r: &mut (impl tokio::io::AsyncBufRead + Unpin),
-    cap: usize,
-) -> std::io::Result<Option<Result<Vec<u8>, usize>>> {
-    use tokio::io::AsyncBufReadExt;
-    let mut line = Vec::new();
-    let mut seen = 0usize;
-    loop {
-        let buf = r.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(match (seen, seen > cap) {
-                (0, _) => None,
-                (n, true) => Some(Err(n)),
-                _ => Some(Ok(line)),
-            });
-        }
-        let (chunk, done) = match buf.iter().position(|&c| c == b'\n') {
-            Some(i) => (&buf[..i], Some(i + 1)),
-            None => (buf, None),
-        };
-        seen += chunk.len();
-        if seen <= cap {
-            line.extend_from_slice(chunk);
-        } else {
-            line = Vec::new();
-        }
-        let used = done.unwrap_or(buf.len());
-        r.consume(used);
-        if done.is_some() {
-            return Ok(Some(if seen > cap { Err(seen) } else { Ok(line) }));
-        }
-    }
-}
-
-/// Longest request line `serve --stdio` reads (the HTTP body limit).
-const MAX_LINE_BYTES: usize = MAX_BODY_BYTES;
-
 async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
+    use crate::lines::{MAX_LINE_BYTES, read_line_capped};
     use tokio::io::{AsyncWriteExt, BufReader};
     let mut input = BufReader::new(tokio::io::stdin());
     let mut out = tokio::io::stdout();

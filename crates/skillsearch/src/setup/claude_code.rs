@@ -71,8 +71,12 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     } else {
         // `alwaysLoad`: `claude -p` connects MCP servers in the background and may send the
         // first request before the tools are listed; an always-loaded server is awaited.
-        let entry = json!({"type": "stdio", "command": w.binary.to_string_lossy(), "args": w.mcp_args(), "env": {}, "alwaysLoad": true});
-        super::set_path(&mut state, &["mcpServers", SERVER], entry)?;
+        // Keys setup owns; the user's own (`env`, `timeout`, …) stay.
+        let entry = json!({"type": "stdio", "command": w.binary.to_string_lossy(), "args": w.mcp_args(), "alwaysLoad": true});
+        super::merge_keys(&mut state, &["mcpServers", SERVER], entry)?;
+        if get_path(&state, &["mcpServers", SERVER, "env"]).is_none() {
+            super::set_path(&mut state, &["mcpServers", SERVER, "env"], json!({}))?;
+        }
     }
     let mut plan = SetupPlan::default();
     plan.changes

@@ -59,9 +59,10 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     if w.auto() {
         wiring::remove_path(&mut mcp, &["mcpServers", SERVER])?;
     } else {
+        // Keys setup owns; the user's own (`env`, `timeout`, …) stay.
         let entry =
             json!({"type": "stdio", "command": w.binary.to_string_lossy(), "args": w.mcp_args()});
-        super::set_path(&mut mcp, &["mcpServers", SERVER], entry)?;
+        super::merge_keys(&mut mcp, &["mcpServers", SERVER], entry)?;
     }
     let mut plan = SetupPlan::default();
     plan.changes

@@ -155,6 +155,43 @@ fn remove_tables(text: &str, drop: impl Fn(&[String]) -> bool) -> String {
     out
 }
 
+/// The keys of `[mcp_servers.skillsearch]` setup writes. Any other key there (`env`,
+/// `startup_timeout_sec`, `enabled_tools`, …) is the user's and survives setup rewriting it.
+const OWNED_SERVER_KEYS: [&str; 3] = ["command", "args", "default_tools_approval_mode"];
+
+/// The user's own keys in our server table.
+fn user_server_keys(config: &toml::Table) -> toml::Table {
+    config
+        .get("mcp_servers")
+        .and_then(|m| m.get(SERVER))
+        .and_then(toml::Value::as_table)
+        .map(|t| {
+            t.iter()
+                .filter(|(k, _)| !OWNED_SERVER_KEYS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `keys` as the rest of `[mcp_servers.skillsearch]`, to follow its owned lines: plain keys
+/// first, then sub-tables (`[mcp_servers.skillsearch.env]`) under their full headers.
+fn user_keys_text(keys: &toml::Table) -> Result<String> {
+    if keys.is_empty() {
+        return Ok(String::new());
+    }
+    let mut servers = toml::Table::new();
+    servers.insert(SERVER.into(), toml::Value::Table(keys.clone()));
+    let mut doc = toml::Table::new();
+    doc.insert("mcp_servers".into(), toml::Value::Table(servers));
+    let text = toml::to_string(&doc).context("cannot write the user's keys of the server table")?;
+    let header = format!("[mcp_servers.{SERVER}]\n");
+    Ok(match text.strip_prefix(&header) {
+        Some(rest) => rest.to_owned(),
+        None => format!("\n{text}"),
+    })
+}
+
 fn is_server_table(p: &[String]) -> bool {
     p.len() >= 2 && p[0] == "mcp_servers" && p[1] == SERVER
 }
@@ -229,12 +266,14 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
             toml_str(&trust_hash(&handler, None)),
         ));
     }
+    let user_keys = user_server_keys(&config);
     if !w.auto() {
         let args: Vec<String> = w.mcp_args().iter().map(|a| toml_str(a)).collect();
         append.push_str(&format!(
-            "[mcp_servers.{SERVER}]\ncommand = {}\nargs = [{}]\ndefault_tools_approval_mode = \"approve\"\n",
+            "[mcp_servers.{SERVER}]\ncommand = {}\nargs = [{}]\ndefault_tools_approval_mode = \"approve\"\n{}",
             toml_str(&w.binary.to_string_lossy()),
             args.join(", "),
+            user_keys_text(&user_keys)?,
         ));
     }
     if !append.is_empty() {
@@ -259,6 +298,14 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
             .push(wiring::json_change(&paths.hooks, h_text, &hooks));
     }
     plan.notes.push(w.mode_note());
+    if w.auto() && !user_keys.is_empty() {
+        let keys: Vec<&str> = user_keys.keys().map(String::as_str).collect();
+        plan.notes.push(format!(
+            "Auto mode runs no MCP server, so `[mcp_servers.{SERVER}]` is removed from {} with your keys in it ({}); the backup keeps them.",
+            paths.config.display(),
+            keys.join(", ")
+        ));
+    }
     plan.notes.push(format!(
         "Then: `codex exec \"…\"` uses skillsearch (the hook's trust is recorded); `skillsearch doctor {HOST}` checks it."
     ));

@@ -146,7 +146,10 @@ pub fn read_optional(path: &Path) -> Result<Option<String>> {
 }
 
 /// Shows the plan as a diff and, unless `dry_run`, writes it: every replaced file is first copied
-/// to `<file>.skillsearch-backup-<UTC timestamp>`, and every write is atomic (temp file + rename).
+/// to `<file>.skillsearch-backup-<UTC timestamp>` (`-2`, `-3`, … when that name is taken: a
+/// backup is never overwritten), and every write is atomic (temp file + rename). A file that is
+/// a symbolic link (settings kept in a dotfiles repository) is written where the link points;
+/// the link stays.
 pub fn apply(out: &mut Out, plan: &SetupPlan, dry_run: bool) -> Result<()> {
     let pending: Vec<&FileChange> = plan.changes.iter().filter(|c| c.changes()).collect();
     if pending.is_empty() {
@@ -156,21 +159,25 @@ pub fn apply(out: &mut Out, plan: &SetupPlan, dry_run: bool) -> Result<()> {
     for c in &pending {
         out.line(&unified_diff(c))?;
     }
+    let mut written = Vec::new();
     if !dry_run {
         for c in &pending {
-            write_change(c, &stamp)?;
+            written.push(write_change(c, &stamp)?);
         }
     }
     if !pending.is_empty() {
         let verb = if dry_run { "Would write" } else { "Wrote" };
-        for c in &pending {
-            let backup = match (&c.before, dry_run) {
-                (Some(_), false) => {
-                    format!(" (backup: {})", backup_path(&c.path, &stamp).display())
+        for (i, c) in pending.iter().enumerate() {
+            let mut line = format!("{verb} {}", c.path.display());
+            if let Some(w) = written.get(i) {
+                if w.target != c.path {
+                    line.push_str(&format!(" (through the link to {})", w.target.display()));
                 }
-                _ => String::new(),
-            };
-            out.line(&format!("{verb} {}{backup}", c.path.display()))?;
+                if let Some(b) = &w.backup {
+                    line.push_str(&format!(" (backup: {})", b.display()));
+                }
+            }
+            out.line(&line)?;
         }
     }
     for c in &plan.commands {
@@ -204,40 +211,115 @@ pub fn apply(out: &mut Out, plan: &SetupPlan, dry_run: bool) -> Result<()> {
     Ok(())
 }
 
-fn backup_path(path: &Path, stamp: &str) -> PathBuf {
+/// Where one [`FileChange`] went.
+struct Written {
+    /// The file written: the change's path, or the file its symbolic link points to.
+    target: PathBuf,
+    /// The copy of the replaced file, beside the change's path.
+    backup: Option<PathBuf>,
+}
+
+/// `<file>.skillsearch-backup-<stamp>`, then `-2`, `-3`, … for the `n`th of one stamp.
+fn backup_path(path: &Path, stamp: &str, n: u32) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".skillsearch-backup-{stamp}"));
+    if n > 1 {
+        name.push(format!("-{n}"));
+    }
     path.with_file_name(name)
 }
 
-fn write_change(c: &FileChange, stamp: &str) -> Result<()> {
-    let dir = c
-        .path
-        .parent()
-        .with_context(|| format!("{} has no parent directory", c.path.display()))?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    if c.before.is_some() {
-        let b = backup_path(&c.path, stamp);
-        std::fs::copy(&c.path, &b)
-            .with_context(|| format!("cannot back up {} to {}", c.path.display(), b.display()))?;
+/// Copies `path` (through any link) to a backup name not taken yet, created exclusively so no
+/// earlier backup (one made within the same second, say) is ever overwritten; the copy keeps the
+/// file's permission bits.
+fn back_up(path: &Path, stamp: &str) -> Result<PathBuf> {
+    let mut src = std::fs::File::open(path)
+        .with_context(|| format!("cannot read {} to back it up", path.display()))?;
+    for n in 1..=1000 {
+        let b = backup_path(path, stamp, n);
+        let mut dst = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&b)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("cannot back up {} to {}", path.display(), b.display())
+                });
+            }
+        };
+        std::io::copy(&mut src, &mut dst)
+            .with_context(|| format!("cannot back up {} to {}", path.display(), b.display()))?;
+        #[cfg(unix)]
+        if let Ok(m) = src.metadata() {
+            std::fs::set_permissions(&b, m.permissions()).with_context(|| {
+                format!("cannot set the permissions of the backup {}", b.display())
+            })?;
+        }
+        return Ok(b);
     }
+    bail!(
+        "cannot back up {}: 1000 backups named {} exist; remove old ones and run setup again",
+        path.display(),
+        backup_path(path, stamp, 1).display()
+    )
+}
+
+/// The file a write to `path` lands in: `path`, or, when `path` is a symbolic link, the file it
+/// points to (link by link, a relative target read against its link's directory), which need
+/// not exist yet. Writing there leaves the link in place.
+fn link_target(path: &Path) -> Result<PathBuf> {
+    let mut cur = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&cur)
+                    .with_context(|| format!("cannot read the symbolic link {}", cur.display()))?;
+                cur = match cur.parent() {
+                    Some(dir) => dir.join(to),
+                    None => to,
+                };
+            }
+            Ok(_) => return Ok(cur),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(cur),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", cur.display())),
+        }
+    }
+    bail!(
+        "{} is a chain of more than 40 symbolic links (a loop?); point it at a regular file and run setup again",
+        path.display()
+    )
+}
+
+fn write_change(c: &FileChange, stamp: &str) -> Result<Written> {
+    let target = link_target(&c.path)?;
+    let dir = target
+        .parent()
+        .with_context(|| format!("{} has no parent directory", target.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let backup = match c.before {
+        Some(_) => Some(back_up(&c.path, stamp)?),
+        None => None,
+    };
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .with_context(|| format!("cannot write in {}", dir.display()))?;
     std::io::Write::write_all(&mut tmp, c.after.as_bytes())
-        .with_context(|| format!("cannot write {}", c.path.display()))?;
+        .with_context(|| format!("cannot write {}", target.display()))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = if c.executable { 0o755 } else { 0o644 };
-        let mode = match std::fs::metadata(&c.path) {
+        let mode = match std::fs::metadata(&target) {
             Ok(m) if !c.executable => m.permissions().mode() & 0o7777,
             _ => mode,
         };
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))?;
     }
-    tmp.persist(&c.path)
-        .with_context(|| format!("cannot replace {}", c.path.display()))?;
-    Ok(())
+    tmp.persist(&target)
+        .with_context(|| format!("cannot replace {}", target.display()))?;
+    Ok(Written { target, backup })
 }
 
 /// `YYYYMMDDTHHMMSSZ`, UTC, from the system clock.
@@ -305,6 +387,26 @@ pub fn set_path(root: &mut Value, path: &[&str], value: Value) -> Result<()> {
             Ok(())
         }
         None => bail!("`{}` is not an object", parents.join(".")),
+    }
+}
+
+/// Sets the keys of the object `owned` on the object at a dotted path, keeping every other key
+/// found there (the user's own: `env`, timeouts, …); creates the object when missing or not an
+/// object.
+pub fn merge_keys(root: &mut Value, path: &[&str], owned: Value) -> Result<()> {
+    let Value::Object(owned) = owned else {
+        bail!("`{}`: setup's own entry is not an object", path.join("."));
+    };
+    let existing = path
+        .iter()
+        .try_fold(&mut *root, |v, k| v.get_mut(*k))
+        .and_then(Value::as_object_mut);
+    match existing {
+        Some(o) => {
+            o.extend(owned);
+            Ok(())
+        }
+        None => set_path(root, path, Value::Object(owned)),
     }
 }
 
@@ -447,6 +549,34 @@ mod tests {
         assert!(
             err.to_string().contains("`plugins` is not an object"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn backups_of_one_second_never_overwrite_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cfg.json");
+        std::fs::write(&p, "v1").unwrap();
+        let stamp = "20261204T000000Z";
+        let mut backups = Vec::new();
+        for next in ["v2", "v3", "v4"] {
+            let c = FileChange::to(&p, next.into()).unwrap();
+            backups.push(write_change(&c, stamp).unwrap().backup.unwrap());
+        }
+        let kept: Vec<String> = backups
+            .iter()
+            .map(|b| std::fs::read_to_string(b).unwrap())
+            .collect();
+        assert_eq!(kept, ["v1", "v2", "v3"]);
+        assert_eq!(
+            backups[0],
+            dir.path()
+                .join(format!("cfg.json.skillsearch-backup-{stamp}"))
+        );
+        assert_eq!(
+            backups[1],
+            dir.path()
+                .join(format!("cfg.json.skillsearch-backup-{stamp}-2"))
         );
     }
 
