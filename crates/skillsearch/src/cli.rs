@@ -183,6 +183,10 @@ enum Command {
         /// (for cross-validated tuning)
         #[arg(long, hide = true, value_name = "FILE.jsonl")]
         per_query: Option<PathBuf>,
+        /// Also write each query's lexical top 100 (BM25 scores) and semantic top 200 (cosines)
+        /// to this file, one JSON line per query (for designing the second stage offline)
+        #[arg(long, hide = true, value_name = "FILE.jsonl")]
+        candidates: Option<PathBuf>,
         #[command(flatten)]
         rank: RankArgs,
     },
@@ -559,6 +563,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             json,
             store_queries,
             per_query,
+            candidates,
             rank,
         } => {
             if roots.skills.len() != 1 {
@@ -577,6 +582,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
                     json,
                     store_queries,
                     per_query: per_query.as_deref(),
+                    candidates: candidates.as_deref(),
                 },
             )
         }
@@ -1269,6 +1275,7 @@ struct EvalOutput<'a> {
     json: bool,
     store_queries: bool,
     per_query: Option<&'a std::path::Path>,
+    candidates: Option<&'a std::path::Path>,
 }
 
 fn cmd_eval(
@@ -1283,6 +1290,7 @@ fn cmd_eval(
         json,
         store_queries,
         per_query,
+        candidates,
     } = output;
     let text = skillsearch_core::fsio::read_regular_string(queries)
         .with_context(|| format!("cannot read queries file {}", queries.display()))?;
@@ -1321,6 +1329,32 @@ fn cmd_eval(
         ran.extend(r.retrievers.iter().copied());
         let ranked: Vec<String> = r.hits.into_iter().map(|h| h.id).collect();
         scores.push(eval::score(&ranked, &q.relevant));
+    }
+    if let Some(path) = candidates {
+        let mut lines = String::new();
+        for q in &labelled {
+            let mut lists = Vec::new();
+            for (retriever, k) in [(Retriever::Lexical, 100), (Retriever::Semantic, 200)] {
+                let o = SearchOptions {
+                    retriever,
+                    top_k: k,
+                    ..opts.clone()
+                };
+                let r = idx.search_with(&q.query, &o, &gate, Some(&slot))?;
+                let ran = r.retrievers.contains(&retriever.as_str());
+                lists.push(if ran {
+                    r.hits.iter().map(|h| (h.id.clone(), h.score)).collect()
+                } else {
+                    Vec::new()
+                });
+            }
+            let line = serde_json::json!({
+                "id": q.id, "query": q.query, "relevant": q.relevant,
+                "lexical": lists[0], "semantic": lists[1],
+            });
+            lines.push_str(&format!("{line}\n"));
+        }
+        std::fs::write(path, lines).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(path) = per_query {
         let mut lines = String::new();

@@ -232,6 +232,48 @@ fn eval_prints_exactly_the_contract_keys() {
     );
 }
 
+/// `eval --candidates` writes each query's ranked lists for offline study (scripts/fusion-study):
+/// the lexical one with BM25 scores, best first; the semantic one empty without a model.
+#[test]
+fn eval_writes_candidate_lists() {
+    let e = Env::new();
+    e.skill("a/pdf", "pdf", "extract pdf tables", "x");
+    e.skill("b/git", "git", "bisect a git history", "pdf");
+    let q = e.root.parent().unwrap().join("q.jsonl");
+    let c = e.root.parent().unwrap().join("c.jsonl");
+    fs::write(
+        &q,
+        "{\"id\":\"1\",\"query\":\"pdf tables\",\"relevant\":{\"a/pdf\":1}}\n",
+    )
+    .unwrap();
+    let out = e.run_skills(&[
+        "eval",
+        "--queries",
+        q.to_str().unwrap(),
+        "--candidates",
+        c.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = fs::read_to_string(&c).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1);
+    let v = &lines[0];
+    assert_eq!(v["id"], "1");
+    assert_eq!(v["relevant"]["a/pdf"], 1);
+    let lexical = v["lexical"].as_array().unwrap();
+    assert_eq!(lexical.len(), 2, "{v}");
+    assert_eq!(lexical[0][0], "a/pdf");
+    assert!(lexical[0][1].as_f64().unwrap() > lexical[1][1].as_f64().unwrap());
+    assert_eq!(v["semantic"].as_array().unwrap().len(), 0);
+}
+
 /// `models add` refuses a directory that is no sentence model, and installs nothing.
 fn refuse_a_broken_model(e: &Env) {
     let bad = e.root.parent().unwrap().join("bad-model");
