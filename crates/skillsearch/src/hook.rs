@@ -2,10 +2,13 @@
 //! CodeBuddy/WorkBuddy. It reads the host's JSON on stdin and, in `auto` mode, answers with the
 //! skills block as `additionalContext`. It always exits 0 and never blocks the turn: bad input,
 //! a broken config, a slow index or a missed deadline all cost the turn its skills, nothing more.
+//! When a warm skillsearch process (the MCP server, the daemon) answers on the home's socket,
+//! the turn is its full answer, hybrid included (see `warm`); otherwise the hook ranks itself.
 
 use crate::context::{Flags, open_index, roots_of, settings};
+use crate::warm;
 use serde_json::{Value, json};
-use skillsearch_core::config::Mode;
+use skillsearch_core::config::{Mode, Settings};
 use skillsearch_core::index::Refresh;
 use skillsearch_core::tokens::TokenCounter;
 use skillsearch_core::turn::decision_log::{Decision, DecisionLog};
@@ -113,13 +116,17 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
         }
         (Ok(_), Mode::OnDemand) => String::new(),
         (Ok(_), Mode::Auto) if query.trim().is_empty() => String::new(),
-        (Ok(_), Mode::Auto) => {
-            // Only a turn that retrieves builds the engine (its remote clients, the plugin
-            // inventory). Estimated token counts: loading the BPE tables costs more than the
-            // whole turn may.
-            let engine = Arc::new(Engine::new(&s, home).with_counter(TokenCounter::estimating()));
-            retrieve_within_deadline(home, &engine, cwd, &query, &mut decision, started)
-        }
+        (Ok(_), Mode::Auto) => match ask_warm(home, &s, host, cwd.clone(), &query, &mut decision) {
+            Some(context) => context,
+            None => {
+                // Only a turn that retrieves builds the engine (its remote clients, the plugin
+                // inventory). Estimated token counts: loading the BPE tables costs more than
+                // the whole turn may.
+                let engine =
+                    Arc::new(Engine::new(&s, home).with_counter(TokenCounter::estimating()));
+                retrieve_within_deadline(home, &engine, cwd, &query, &mut decision, started)
+            }
+        },
     };
     emit(host.reply(&context));
     decision
@@ -134,6 +141,65 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
         );
     }
     0
+}
+
+/// The turn's context from a warm process on `<home>/warm.sock` (see `warm`), given at most
+/// half the deadline; `None` when none answers it, and the hook answers itself.
+fn ask_warm(
+    home: &Path,
+    s: &Settings,
+    host: HookHost,
+    cwd: Option<PathBuf>,
+    query: &str,
+    decision: &mut Decision,
+) -> Option<String> {
+    let started = Instant::now();
+    let mut scoped = s.clone();
+    if scoped.skills.is_empty() && scoped.workspace.is_none() {
+        scoped.workspace = cwd;
+    }
+    let roots = roots_of(&scoped).ok()?;
+    let budget = Duration::from_millis(s.deadline_ms / 2);
+    let req = warm::Request {
+        v: 1,
+        query: query.to_owned(),
+        roots,
+        settings: warm::fingerprint(s),
+        deadline_ms: budget.as_millis() as u64,
+        host: host.name().to_owned(),
+    };
+    let why = match warm::ask(home, &req, budget) {
+        Ok(warm::Reply::Answer {
+            context,
+            decision: d,
+        }) => {
+            let d = *d;
+            decision.hits = d.hits;
+            decision.retrievers = d.retrievers;
+            decision.dropped = d.dropped;
+            decision.injected_chars = d.injected_chars;
+            decision.injected_tokens = d.injected_tokens;
+            decision.tokens_exact = d.tokens_exact;
+            decision.rewritten_query = d.rewritten_query;
+            decision.gate = d.gate;
+            decision.diagnostics = d.diagnostics;
+            decision.error = d.error;
+            decision.elapsed_ms = d.elapsed_ms;
+            decision
+                .elapsed_ms
+                .insert("warm".into(), turn::ms_since(started));
+            return Some(context);
+        }
+        Ok(warm::Reply::Refused(why)) => format!("the warm process refused the turn: {why}"),
+        Err(why) => why,
+    };
+    // No socket is the usual case without a warm process: not worth a line per turn.
+    if !why.contains("no socket") {
+        decision
+            .diagnostics
+            .push(format!("warm path: {why}; answered here"));
+    }
+    None
 }
 
 /// Searches on a worker thread and gives up at the deadline (the worker is abandoned; the

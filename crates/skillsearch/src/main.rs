@@ -15,6 +15,7 @@ mod mcp;
 mod output;
 mod serve;
 mod setup;
+mod warm;
 
 fn main() -> std::process::ExitCode {
     cli::run()

@@ -338,3 +338,195 @@ fn a_hanging_model_and_a_dead_hub_cost_the_deadline_not_the_turn() {
     assert!(diags.contains("kept the first 1 candidates"), "{diags}");
     assert_eq!(log[0]["gate"]["fell_back"], true, "{}", log[0]);
 }
+
+/// A running `skillsearch mcp` in `e`, its stdin held open; it leaves (closing stdin) on drop.
+struct Mcp(std::process::Child);
+
+impl Mcp {
+    fn start(e: &Env, env: &[(&str, &str)]) -> Mcp {
+        let mut c = e.command(env!("CARGO_BIN_EXE_skillsearch"));
+        c.arg("mcp").env("SKILLSEARCH_SKILLS_DIRS", &e.root);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let child = c
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let socket = e.home.join("warm.sock");
+        let t = std::time::Instant::now();
+        while !socket.exists() {
+            assert!(
+                t.elapsed().as_secs() < 20,
+                "the MCP server never bound {socket:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Mcp(child)
+    }
+
+    fn stop(mut self) {
+        drop(self.0.stdin.take());
+        let t = std::time::Instant::now();
+        while self.0.try_wait().unwrap().is_none() {
+            assert!(t.elapsed().as_secs() < 10, "the MCP server did not leave");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn context_of(out: &Output) -> String {
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// With an MCP server of the same home, roots and settings running, the hook's turn is the
+/// server's answer (the log's `warm` stage); other roots are refused and answered by the hook
+/// itself, as is every turn once the server has left (and its socket with it).
+#[test]
+fn a_warm_mcp_server_answers_the_hooks_turns() {
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from scanned PDF files",
+        "Use camelot.",
+    );
+    e.skill(
+        "git-bisect",
+        "git-bisect",
+        "Find a bad commit with git bisect",
+        "x",
+    );
+    let prompt = claude("extract the tables from this scanned pdf");
+    let alone = e.hook(&prompt, AUTO, &[]);
+    assert!(context_of(&alone).contains("pdf-tables"));
+
+    let server = Mcp::start(&e, &[]);
+    let warm = e.hook(&prompt, AUTO, &[]);
+    assert_eq!(context_of(&warm), context_of(&alone));
+    let last = e.log().pop().unwrap();
+    assert!(last["elapsed_ms"].get("warm").is_some(), "{last}");
+    assert_eq!(last["surface"], "hook");
+    assert_eq!(last["hits"][0]["name"], "pdf-tables", "{last}");
+
+    // Other roots: refused, and the hook answers itself.
+    let other = e.root.parent().unwrap().join("other");
+    testkit_skill(&other, "pdf-tables");
+    let out = e.hook(&prompt, AUTO, &["--skills", other.to_str().unwrap()]);
+    assert!(context_of(&out).contains("pdf-tables"));
+    let last = e.log().pop().unwrap();
+    assert!(last["elapsed_ms"].get("warm").is_none(), "{last}");
+    assert!(
+        last["diagnostics"][0]
+            .as_str()
+            .unwrap()
+            .contains("other skill roots"),
+        "{last}"
+    );
+
+    server.stop();
+    assert!(!e.home.join("warm.sock").exists());
+    let after = e.hook(&prompt, AUTO, &[]);
+    assert_eq!(context_of(&after), context_of(&alone));
+    let last = e.log().pop().unwrap();
+    assert!(last["elapsed_ms"].get("warm").is_none(), "{last}");
+    assert!(!last.to_string().contains("warm path"), "{last}");
+}
+
+fn testkit_skill(root: &std::path::Path, name: &str) {
+    skillsearch_testkit::write_skill(
+        root,
+        name,
+        name,
+        "Extract tables from scanned PDF files",
+        "x",
+    );
+}
+
+/// A socket nobody answers on (a warm process killed with -9) costs the hook nothing but a
+/// diagnostic: the turn is answered, well within the deadline.
+#[test]
+fn a_stale_socket_is_answered_lexically() {
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from scanned PDF files",
+        "x",
+    );
+    fs::create_dir_all(&e.home).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(e.home.join("warm.sock")).unwrap());
+    let out = e.hook(
+        &claude("extract the tables from this scanned pdf"),
+        AUTO,
+        &[],
+    );
+    assert!(context_of(&out).contains("pdf-tables"));
+    let last = e.log().pop().unwrap();
+    assert!(
+        last["diagnostics"][0]
+            .as_str()
+            .unwrap()
+            .contains("stale socket"),
+        "{last}"
+    );
+}
+
+/// The point of the warm path: with a sentence model loaded in the MCP server, the hook's turn
+/// is ranked by both retrievers, which a fresh hook process does not do.
+#[test]
+#[cfg_attr(
+    not(has_minilm),
+    ignore = "set MINILM_TEST_MODEL_DIR to a sentence-model dir (see .ci/run)"
+)]
+fn the_warm_path_brings_hybrid_ranking_to_the_hook() {
+    let model = std::env::var("MINILM_TEST_MODEL_DIR").expect("MINILM_TEST_MODEL_DIR");
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from scanned PDF files",
+        "x",
+    );
+    e.skill(
+        "git-bisect",
+        "git-bisect",
+        "Find a bad commit with git bisect",
+        "x",
+    );
+    let with_model: &[(&str, &str)] = &[
+        ("SKILLSEARCH_MODEL_DIR", &model),
+        ("SKILLSEARCH_MODE", "auto"),
+    ];
+    let prompt = claude("pull the tables out of this scanned pdf");
+    e.hook(&prompt, with_model, &[]);
+    let alone = e.log().pop().unwrap();
+    assert_eq!(alone["retrievers"], json!(["lexical"]), "{alone}");
+
+    let _server = Mcp::start(&e, &[("SKILLSEARCH_MODEL_DIR", &model)]);
+    let t = std::time::Instant::now();
+    loop {
+        e.hook(&prompt, with_model, &[]);
+        let last = e.log().pop().unwrap();
+        if last["retrievers"] == json!(["lexical", "semantic"]) {
+            assert!(last["elapsed_ms"].get("warm").is_some(), "{last}");
+            assert_eq!(last["hits"][0]["name"], "pdf-tables", "{last}");
+            break;
+        }
+        assert!(t.elapsed().as_secs() < 60, "never hybrid: {last}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}

@@ -920,3 +920,60 @@ fn a_root_removed_and_made_again_is_watched_again() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The hook asks a running daemon of the same home over `<home>/warm.sock`: the turn is the
+/// daemon's answer, logged once (by the hook); the socket goes when the daemon stops.
+#[test]
+fn the_hook_is_answered_by_a_running_daemon() {
+    let (_tmp, home, skills) = library();
+    let hook = |args: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+            .arg("--home")
+            .arg(&home)
+            .args(["hook", "--mode", "auto", "--skills"])
+            .arg(&skills)
+            .args(args)
+            .env_remove("SKILLSEARCH_HOME")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(br#"{"session_id":"s","cwd":"/tmp","prompt":"extract the tables from a scanned pdf"}"#)
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let records = || -> Vec<Value> {
+        fs::read_to_string(home.join("logs/decisions.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let alone = hook(&[]);
+    assert!(alone.contains("pdf-tables"), "{alone}");
+
+    let mut d = Daemon::start(&home, &skills, &[]);
+    assert!(home.join("warm.sock").exists());
+    let before = records().len();
+    let warm = hook(&[]);
+    assert_eq!(warm, alone);
+    let after = records();
+    assert_eq!(after.len(), before + 1, "one record per turn: {after:?}");
+    let last = after.last().unwrap();
+    assert_eq!(last["surface"], "hook");
+    assert!(last["elapsed_ms"].get("warm").is_some(), "{last}");
+    assert_eq!(last["hits"][0]["name"], "pdf-tables", "{last}");
+
+    assert!(d.terminate().success());
+    assert!(!home.join("warm.sock").exists());
+}

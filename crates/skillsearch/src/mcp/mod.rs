@@ -84,6 +84,36 @@ impl McpState {
         Ok(f(&idx))
     }
 
+    /// The hook's turn, answered here when this server ranks it exactly as the hook would: the
+    /// same roots and settings (see `warm`).
+    fn warm_turn(&self, req: crate::warm::Request) -> crate::warm::Reply {
+        use crate::warm::Reply;
+        let s = self.engine.settings();
+        match roots_of(s) {
+            Ok(roots) if roots == req.roots => {}
+            Ok(_) => return Reply::Refused("this MCP server serves other skill roots".into()),
+            Err(e) => return Reply::Refused(format!("{e:#}")),
+        }
+        if crate::warm::fingerprint(s) != req.settings {
+            return Reply::Refused("this MCP server runs with other settings".into());
+        }
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(req.deadline_ms.min(s.deadline_ms));
+        let query: String = req.query.chars().take(MAX_QUERY_CHARS).collect();
+        match self.with_index(|idx| self.engine.retrieve(idx, &query, &Turn::until(deadline))) {
+            Ok(Ok(r)) => {
+                let mut d = Decision::new("hook", &req.host, "auto", &query).with_retrieval(&r);
+                d.elapsed_ms.insert("total".into(), turn::ms_since(started));
+                Reply::Answer {
+                    context: turn::injected_context(&r.text),
+                    decision: Box::new(d),
+                }
+            }
+            Ok(Err(e)) => Reply::Refused(format!("{e:#}")),
+            Err(e) => Reply::Refused(format!("{e:#}")),
+        }
+    }
+
     /// The Skills extension's catalogue of the index as it is now (rebuilt after a commit).
     fn catalogue(&self) -> anyhow::Result<Arc<Catalogue>> {
         self.with_index(|idx| {
@@ -388,6 +418,14 @@ pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
         index: Mutex::new(None),
         catalogue: Mutex::new(None),
     });
+    // Answer the hook's turns while this process runs (dropped, the socket goes with it).
+    let _warm = {
+        let state = state.clone();
+        crate::warm::listen(
+            &state.home.clone(),
+            Arc::new(move |req| state.warm_turn(req)),
+        )
+    };
     // Warm the index while the client initialises.
     {
         let state = state.clone();

@@ -14,6 +14,7 @@ mod watch;
 mod workspaces;
 
 use crate::context::{open_index, roots_of};
+use crate::warm;
 use anyhow::{Context, bail};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, State};
@@ -28,7 +29,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use skillsearch_core::config::{Mode, Settings};
 use skillsearch_core::index::{Refresh, SkillIndex};
-use skillsearch_core::turn::decision_log::Decision;
+use skillsearch_core::turn::decision_log::{Decision, LoggedHit};
 use skillsearch_core::turn::{self, HostSource, PlanFrom, Retrieval, ms_since as ms, tools};
 use skillsearch_core::{Engine, Remote, RemoteHit, Roots, Turn};
 use std::net::SocketAddr;
@@ -166,6 +167,9 @@ struct RetrieveReq {
     /// Skills the host found itself, fused with the local and hub hits.
     #[serde(default)]
     sources: Vec<SourceReq>,
+    /// Set for the hook's turns over the warm socket: the hook logs them itself.
+    #[serde(skip)]
+    unlogged: bool,
 }
 
 /// A host-supplied source: a name, a fusion weight and its hits, best first.
@@ -445,6 +449,21 @@ impl App {
             ));
         }
         let roots = self.roots(&req.workspace, &req.skills)?;
+        self.retrieve_in(req, roots, mode, top_k, search_tool, started)
+            .await
+    }
+
+    /// [`App::retrieve`] over `roots`, once the request is checked.
+    async fn retrieve_in(
+        self: &Arc<Self>,
+        req: RetrieveReq,
+        roots: Roots,
+        mode: Mode,
+        top_k: usize,
+        search_tool: bool,
+        started: Instant,
+    ) -> Result<RetrieveReply, ApiError> {
+        let logged = !req.unlogged;
         let query: String = req.query.chars().take(MAX_QUERY_CHARS).collect();
         let surface_mode = if search_tool {
             tools::SKILL_SEARCH
@@ -459,7 +478,9 @@ impl App {
         );
         if !search_tool && (mode == Mode::OnDemand || query.trim().is_empty()) {
             decision.elapsed_ms.insert("total".into(), ms(started));
-            self.log(&decision);
+            if logged {
+                self.log(&decision);
+            }
             return Ok(RetrieveReply::new(
                 mode.as_str(),
                 Text::Own(String::new()),
@@ -588,7 +609,9 @@ impl App {
             decision.injected_tokens = tokens;
             decision.tokens_exact = self.engine.counter().is_exact();
             decision.elapsed_ms.insert("total".into(), ms(started));
-            self.log(&decision);
+            if logged {
+                self.log(&decision);
+            }
         }
         let hits: Vec<Value> = retrieval
             .map(|r| {
@@ -617,6 +640,66 @@ impl App {
             None => Text::Own(fallback),
         };
         Ok(RetrieveReply::new(mode.as_str(), text, rest))
+    }
+
+    /// The hook's turn over the warm socket (see `warm`): answered when the daemon may serve
+    /// its roots (configured, or allowed by `--allow-roots`) and runs with its settings.
+    fn warm_turn(self: &Arc<Self>, rt: &tokio::runtime::Handle, req: warm::Request) -> warm::Reply {
+        use warm::Reply;
+        if warm::fingerprint(self.engine.settings()) != req.settings {
+            return Reply::Refused("the daemon runs with other settings".into());
+        }
+        for r in req
+            .roots
+            .0
+            .iter()
+            .filter(|r| !self.default_roots.contains(&r.path))
+        {
+            if let Err(why) = self.policy.check(&r.path, "root") {
+                return Reply::Refused(why);
+            }
+        }
+        let started = Instant::now();
+        let top_k = self.engine.settings().top_k;
+        let host = req.host.clone();
+        let q = RetrieveReq {
+            query: req.query,
+            host: Some(host.clone()),
+            unlogged: true,
+            ..RetrieveReq::default()
+        };
+        let answered =
+            rt.block_on(self.retrieve_in(q, req.roots, Mode::Auto, top_k, false, started));
+        match answered {
+            Ok(reply) => {
+                let v = reply.into_value();
+                let mut d = Decision::new("hook", &host, "auto", "");
+                d.retrievers = serde_json::from_value(v["retrievers"].clone()).unwrap_or_default();
+                d.hits = v["hits"]
+                    .as_array()
+                    .map(|hits| {
+                        hits.iter()
+                            .map(|h| LoggedHit {
+                                id: h["id"].as_str().unwrap_or_default().to_owned(),
+                                name: h["name"].as_str().unwrap_or_default().to_owned(),
+                                source: h["source"].as_str().unwrap_or_default().to_owned(),
+                                score: h["score"].as_f64().unwrap_or_default() as f32,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                d.injected_chars = v["chars"].as_u64().unwrap_or_default() as usize;
+                d.injected_tokens = v["tokens"].as_u64().unwrap_or_default() as usize;
+                d.diagnostics =
+                    serde_json::from_value(v["diagnostics"].clone()).unwrap_or_default();
+                d.elapsed_ms.insert("total".into(), ms(started));
+                Reply::Answer {
+                    context: v["text"].as_str().unwrap_or_default().to_owned(),
+                    decision: Box::new(d),
+                }
+            }
+            Err(ApiError(_, why)) => Reply::Refused(why),
+        }
     }
 
     async fn read(self: &Arc<Self>, req: ReadReq) -> Result<Value, ApiError> {
@@ -1091,6 +1174,14 @@ pub(crate) fn run(home: PathBuf, settings: Settings, listen: Listen) -> anyhow::
         // One runner per worker: at most one retrieval per core, the rest queued in order.
         app.queue
             .start(tokio::runtime::Handle::current().metrics().num_workers());
+        // The hook's turns over the home's socket, while the daemon runs.
+        let _warm = {
+            let (app, rt) = (app.clone(), tokio::runtime::Handle::current());
+            warm::listen(
+                &app.home.clone(),
+                Arc::new(move |req| app.warm_turn(&rt, req)),
+            )
+        };
         if stdio {
             return serve_stdio(app).await;
         }
