@@ -6,6 +6,7 @@ use skillsearch_core::eval::percentile;
 use skillsearch_core::index::{self, IndexConfig, Refresh, SkillIndex};
 use skillsearch_core::retrieve::SearchOptions;
 use skillsearch_core::{EligibilityEnv, Roots, corpus};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -65,6 +66,8 @@ struct Report {
     /// The same with a long prompt (~80 words, as users often write).
     hook_long_p50_ms: f64,
     hook_long_p95_ms: f64,
+    hook_warm_p50_ms: f64,
+    hook_warm_p95_ms: f64,
     build_peak_rss_mb: f64,
     search_peak_rss_mb: f64,
     index_bytes: u64,
@@ -492,7 +495,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     say(&format!("{} cold hook turns (auto mode)", args.cold_runs));
     let (_, out) = timed(&mut index_cmd())?;
     check("skillsearch index", &out, &[0])?;
-    let hook_turns = |prompt: &dyn Fn(usize) -> String| -> Result<Vec<f64>> {
+    let hook_turns = |prompt: &dyn Fn(usize) -> String, log: &OsStr| -> Result<Vec<f64>> {
         let mut lat = Vec::new();
         for j in 0..args.cold_runs {
             let input = serde_json::json!({"session_id": "bench", "cwd": "/", "hook_event_name": "UserPromptSubmit", "prompt": prompt(j)});
@@ -503,7 +506,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 .env("SKILLSEARCH_MODE", "auto")
                 .env("SKILLSEARCH_SKILLS_DIRS", &dir)
                 .env("SKILLSEARCH_REFRESH_MS", "3600000")
-                .env("SKILLSEARCH_LOG_PATH", "off")
+                .env("SKILLSEARCH_LOG_PATH", log)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
@@ -519,12 +522,52 @@ pub fn run(args: &RunArgs) -> Result<()> {
         }
         Ok(lat)
     };
-    let lat = hook_turns(&|j| cold_q(j, 2).to_owned())?;
+    let off = OsStr::new("off");
+    let lat = hook_turns(&|j| cold_q(j, 2).to_owned(), off)?;
     r.hook_p50_ms = percentile(&lat, 50.0);
     r.hook_p95_ms = percentile(&lat, 95.0);
-    let lat = hook_turns(&|j| format!("{LONG_PROMPT} {}", cold_q(j, 2)))?;
+    let long = |j| format!("{LONG_PROMPT} {}", cold_q(j, 2));
+    let lat = hook_turns(&long, off)?;
     r.hook_long_p50_ms = percentile(&lat, 50.0);
     r.hook_long_p95_ms = percentile(&lat, 95.0);
+
+    // The same long-prompt turns answered by a warm MCP server of the same home and settings
+    // over `<home>/warm.sock`; the decision log shows that the warm path answered.
+    say("hook turns through a warm MCP server");
+    let log = home.path.join("bench-decisions.jsonl");
+    let mut server = Command::new(&bin)
+        .arg("--home")
+        .arg(&home.path)
+        .arg("mcp")
+        .env("SKILLSEARCH_SKILLS_DIRS", &dir)
+        .env("SKILLSEARCH_REFRESH_MS", "3600000")
+        .env("SKILLSEARCH_LOG_PATH", &log)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run skillsearch mcp")?;
+    let t = Instant::now();
+    while !home.path.join("warm.sock").exists() {
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = server.kill();
+            bail!("the MCP server did not open its warm socket within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let lat = hook_turns(&long, log.as_os_str());
+    drop(server.stdin.take());
+    let _ = server.wait();
+    let lat = lat?;
+    let last = std::fs::read_to_string(&log)
+        .ok()
+        .and_then(|t| t.lines().last().map(str::to_owned))
+        .unwrap_or_default();
+    if !last.contains("\"warm\"") {
+        bail!("the hook did not take the warm path: {last}");
+    }
+    r.hook_warm_p50_ms = percentile(&lat, 50.0);
+    r.hook_warm_p95_ms = percentile(&lat, 95.0);
 
     // Incremental update of one skill: in-process, then in a fresh process.
     let target = files[files.len() / 2].path.clone();
@@ -676,6 +719,13 @@ fn print_table(r: &Report, home: &Home) {
                 r.cold_runs
             ),
             format!("{:.1} / {:.1} ms", r.hook_long_p50_ms, r.hook_long_p95_ms),
+        ),
+        (
+            format!(
+                "hook turn through a warm MCP server, ~80-word prompt p50 / p95 ({} runs)",
+                r.cold_runs
+            ),
+            format!("{:.1} / {:.1} ms", r.hook_warm_p50_ms, r.hook_warm_p95_ms),
         ),
         (
             "cold search peak RSS (VmHWM)".into(),
