@@ -963,7 +963,12 @@ fn the_hook_is_answered_by_a_running_daemon() {
     assert!(alone.contains("pdf-tables"), "{alone}");
 
     let mut d = Daemon::start(&home, &skills, &[]);
-    assert!(home.join("warm.sock").exists());
+    // Bound once the configured roots' index is open.
+    let t = Instant::now();
+    while !home.join("warm.sock").exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "no warm socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let before = records().len();
     let warm = hook(&[]);
     assert_eq!(warm, alone);

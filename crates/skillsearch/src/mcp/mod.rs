@@ -49,6 +49,8 @@ struct McpState {
     embedding: Arc<crate::embedding::Background>,
     /// The Skills extension's catalogue and the index generation it was built from.
     catalogue: Mutex<Option<(u64, Arc<Catalogue>)>>,
+    /// The hook's warm socket, once the index is open (see `warm`).
+    warm: Mutex<Option<crate::warm::Bound>>,
 }
 
 impl McpState {
@@ -417,34 +419,40 @@ pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
         home,
         index: Mutex::new(None),
         catalogue: Mutex::new(None),
+        warm: Mutex::new(None),
     });
-    // Answer the hook's turns while this process runs (dropped, the socket goes with it).
-    let _warm = {
-        let state = state.clone();
-        crate::warm::listen(
-            &state.home.clone(),
-            Arc::new(move |req| state.warm_turn(req)),
-        )
-    };
-    // Warm the index while the client initialises.
+    // Warm the index while the client initialises; then answer the hook's turns (a hook that
+    // came earlier would only wait for the index to open, so it answers itself until then).
     {
         let state = state.clone();
         std::thread::spawn(move || {
             if let Err(e) = state.with_index(|_| ()) {
                 tracing::warn!(target: "mcp", error = %format!("{e:#}"), "cannot open the skill index yet");
             }
+            let handler = state.clone();
+            let bound =
+                crate::warm::listen(&state.home, Arc::new(move |req| handler.warm_turn(req)));
+            if let Ok(mut slot) = state.warm.lock() {
+                *slot = bound;
+            }
         });
     }
+    let state_for_exit = state.clone();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let (stdin, stdout) = rmcp::transport::stdio();
         let server = SkillServer { state }
             .serve(transport::CheckedLines::new(stdin, stdout))
             .await?;
         server.waiting().await?;
         anyhow::Ok(())
-    })?;
+    });
+    // The socket goes with the server (its handler holds the state, which is never dropped).
+    if let Ok(mut slot) = state_for_exit.warm.lock() {
+        slot.take();
+    }
+    served?;
     Ok(0)
 }

@@ -1167,21 +1167,40 @@ pub(crate) fn run(home: PathBuf, settings: Settings, listen: Listen) -> anyhow::
         let app = app.clone();
         std::thread::spawn(move || app.engine.counter().count("warm up"));
     }
+    let warm_slot: Arc<Mutex<Option<warm::Bound>>> = Arc::default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async move {
+    let bound = warm_slot.clone();
+    let served = rt.block_on(async move {
         // One runner per worker: at most one retrieval per core, the rest queued in order.
         app.queue
             .start(tokio::runtime::Handle::current().metrics().num_workers());
-        // The hook's turns over the home's socket, while the daemon runs.
-        let _warm = {
-            let (app, rt) = (app.clone(), tokio::runtime::Handle::current());
-            warm::listen(
-                &app.home.clone(),
-                Arc::new(move |req| app.warm_turn(&rt, req)),
-            )
-        };
+        // The hook's turns over the home's socket, once the configured roots' index is open
+        // (a hook that came earlier would only wait for it, so it answers itself until then).
+        {
+            let (app, rt, slot) = (
+                app.clone(),
+                tokio::runtime::Handle::current(),
+                warm_slot.clone(),
+            );
+            std::thread::spawn(move || {
+                if let Ok(roots) = app.roots(&None, &None) {
+                    let ws = app.workspace(roots);
+                    if let Err(e) = rt.block_on(app.index(&ws)) {
+                        tracing::warn!(target: "serve", error = %format!("{e:#}"), "cannot open the skill index yet");
+                    }
+                }
+                let handler = app.clone();
+                let bound = warm::listen(
+                    &app.home,
+                    Arc::new(move |req| handler.warm_turn(&rt, req)),
+                );
+                if let Ok(mut slot) = slot.lock() {
+                    *slot = bound;
+                }
+            });
+        }
         if stdio {
             return serve_stdio(app).await;
         }
@@ -1194,7 +1213,12 @@ pub(crate) fn run(home: PathBuf, settings: Settings, listen: Listen) -> anyhow::
         tracing::info!(target: "serve", %local, "serving");
         conn::serve(listener, router(app), limits, shutdown_signal()).await;
         anyhow::Ok(())
-    })?;
+    });
+    // The socket goes with the daemon.
+    if let Ok(mut slot) = bound.lock() {
+        slot.take();
+    }
+    served?;
     Ok(0)
 }
 
