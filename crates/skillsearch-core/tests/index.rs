@@ -474,6 +474,58 @@ fn a_prompt_of_only_stopwords_and_punctuation_answers_empty() {
     }
 }
 
+/// CJK and mixed-script prompts (#20 bad input): CJK text is searched as character bigrams, so
+/// a Chinese prompt finds a Chinese description; a prompt mixing Cyrillic, Arabic digits, CJK
+/// and a path answers; one made only of code finds the skill its identifiers name.
+#[test]
+fn cjk_mixed_script_and_code_prompts_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    write_skill(
+        &root,
+        "pdf",
+        "pdf-tables",
+        "提取扫描PDF文件中的表格",
+        "body",
+    );
+    write_skill(
+        &root,
+        "git",
+        "git-bisect",
+        "用 git bisect 找到坏提交",
+        "body",
+    );
+    write_skill(
+        &root,
+        "csv",
+        "csv-merge",
+        "Merge CSV files with pandas",
+        "Call pandas.read_csv then DataFrame.merge.",
+    );
+    let (idx, _) = open(&home, &Roots::explicit([&root]), Refresh::Always);
+    let first = |q: &str| {
+        search_with(&idx, q, top10())
+            .hits
+            .first()
+            .map(|h| h.id.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(first("从扫描的PDF中提取表格"), "pdf");
+    assert_eq!(first("提取表格"), "pdf");
+    assert_eq!(first("git 坏提交"), "git");
+    assert_eq!(first("Таблицы ١٢٣ 表格 /tmp/отчёт.pdf"), "pdf");
+    assert_eq!(
+        first("df = pandas.read_csv('a.csv'); df.merge(other, on='id')"),
+        "csv"
+    );
+    // Scripts with no word in the corpus answer empty, not an error.
+    assert!(
+        search_with(&idx, "Привет мир ٣٤٥ שלום", top10())
+            .hits
+            .is_empty()
+    );
+}
+
 /// #21 item 10: a segment file that is gone (here every `.pos`) is found when the index is
 /// opened, and the index is rebuilt, not left failing every search.
 #[test]
