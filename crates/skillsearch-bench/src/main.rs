@@ -1,7 +1,8 @@
 #![allow(clippy::print_stdout, reason = "a benchmark program reports on stdout")]
 //! `skillsearch-bench`: builds synthetic skill corpora from a real one and measures the engine on
 //! them (full build, re-open, incremental update, warm and cold-process queries, peak RSS, index
-//! size). A program that prints figures, not a test: nothing here passes or fails on a number.
+//! size). A program that prints figures, not a test: nothing here passes or fails on a number,
+//! except `soak`, which fails on any error and on memory or open files that keep growing.
 
 /// mimalloc: the embedding model's many short-lived large buffers made glibc malloc spend
 /// most of a batch in page faults and `madvise` (see docs/performance.md, "Allocator").
@@ -10,6 +11,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod run;
 mod semantic_bench;
+mod soak;
 mod synth;
 mod tools_bench;
 mod turn_bench;
@@ -62,6 +64,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The daemon under mixed load for a long while (reads, plans, unique and repeated
+    /// queries, a writer changing skills): latency percentiles, errors, RSS and open files;
+    /// fails on any error or on growth past the tolerances
+    Soak(soak::SoakArgs),
     /// (internal) Full build on an empty home; prints build time and VmHWM as JSON
     #[command(hide = true)]
     BuildChild {
@@ -94,6 +100,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Semantic(args) => semantic_bench::run(&args),
         Command::Turn(args) => turn_bench::run(&args),
+        Command::Soak(args) => soak::run(&args),
         Command::Tools { plugins, json } => tools_bench::run(plugins, json),
         Command::BuildChild { skills, home } => run::build_child(&skills, &home),
         Command::SearchChild {

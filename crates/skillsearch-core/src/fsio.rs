@@ -14,9 +14,44 @@ use std::path::{Path, PathBuf};
 #[error("not a regular file (it is a {0})")]
 pub struct NotRegular(pub &'static str);
 
+/// The same, naming the path: for a file written where a FIFO or other special file stands.
+#[derive(Debug, thiserror::Error)]
+#[error("{path} is not a regular file (it is a {kind})", path = .0.display(), kind = .1)]
+pub struct NotRegularAt(pub PathBuf, pub &'static str);
+
 /// Whether `e` says the file was refused for not being a regular file.
 pub fn is_not_regular(e: &std::io::Error) -> bool {
-    e.get_ref().is_some_and(|inner| inner.is::<NotRegular>())
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<NotRegular>() || inner.is::<NotRegularAt>())
+}
+
+/// Checks, without blocking, that `path` is a regular file or absent before a library opens
+/// it with a plain (blocking) open: a FIFO there would hold that open until a peer came.
+/// `Ok` when it is regular or missing, or when the check itself fails (the real open will say
+/// why); an error naming the path when it is a FIFO or another special file.
+pub fn refuse_special(path: &Path) -> std::io::Result<()> {
+    use rustix::fs::FileType;
+    let Ok(st) = rustix::fs::lstat(path) else {
+        return Ok(());
+    };
+    let kind = FileType::from_raw_mode(st.st_mode);
+    if matches!(kind, FileType::RegularFile | FileType::Symlink) {
+        // A link is followed by the open: check its target the same way, without blocking.
+        if kind == FileType::Symlink {
+            return match open_regular(path) {
+                Err(e) if is_not_regular(&e) => Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    NotRegularAt(path.to_path_buf(), "special file"),
+                )),
+                _ => Ok(()),
+            };
+        }
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        NotRegularAt(path.to_path_buf(), kind_name(kind)),
+    ))
 }
 
 fn kind_name(t: rustix::fs::FileType) -> &'static str {

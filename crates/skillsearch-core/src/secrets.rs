@@ -103,19 +103,43 @@ pub fn redact_url_userinfo(s: &str) -> String {
 }
 
 /// Appends `bytes` to `path`, creating it (and its directory) readable by its owner only; a
-/// file an older version left readable by others is narrowed first.
+/// file an older version left readable by others is narrowed first. Only a regular file is
+/// written: the open never blocks, so a FIFO put where the log was (which would hold a plain
+/// open until some reader came) is an error saying so.
 pub fn append_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)?;
-    let meta = f.metadata()?;
-    if meta.permissions().mode() & 0o077 != 0 {
+    let not_regular = |kind: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file (it is a {kind})", path.display()),
+        )
+    };
+    let flags = OFlags::WRONLY
+        | OFlags::APPEND
+        | OFlags::CREATE
+        | OFlags::NONBLOCK
+        | OFlags::NOCTTY
+        | OFlags::CLOEXEC;
+    let fd = match rustix::fs::open(path, flags, Mode::from_raw_mode(0o600)) {
+        Ok(fd) => fd,
+        // A FIFO nobody reads refuses a non-blocking open for writing.
+        Err(rustix::io::Errno::NXIO) => return Err(not_regular("FIFO")),
+        Err(e) => return Err(e.into()),
+    };
+    let st = rustix::fs::fstat(&fd)?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Fifo => return Err(not_regular("FIFO")),
+        _ => return Err(not_regular("special file")),
+    }
+    let now = rustix::fs::fcntl_getfl(&fd)?;
+    rustix::fs::fcntl_setfl(&fd, now - OFlags::NONBLOCK)?;
+    let mut f = std::fs::File::from(fd);
+    if st.st_mode & 0o077 != 0 {
         f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
     f.write_all(bytes)

@@ -1,9 +1,10 @@
 //! Test helpers shared by the skillsearch crates (a dev-dependency only): one fake HTTP server
 //! for the model, embeddings and hub endpoints ([`Fake`]), a temporary home and skill library
 //! ([`Env`]), skill files ([`write_skill`]), golden files ([`golden`]) and zip bundles
-//! ([`zip_of`]), and the means to test file-system faults ([`sys`]: FIFOs, read-only homes,
-//! operations that must not hang).
+//! ([`zip_of`]), the means to test file-system faults ([`sys`]: FIFOs, read-only homes, a small
+//! full file system, operations that must not hang), and a real daemon to fault ([`daemon`]).
 
+pub mod daemon;
 mod fake;
 mod files;
 pub mod sys;

@@ -197,3 +197,50 @@ pub fn make_writable(dir: &Path) {
         }
     }
 }
+
+/// A small tmpfs mounted on a directory, for a real "no space left on device"; unmounted when
+/// dropped. Mounting needs root (or the right to mount here).
+pub struct Tmpfs {
+    pub dir: PathBuf,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `bytes` on `dir` (created). `Err(why)` when this process may not
+    /// mount one: the caller reports the test as skipped with that reason.
+    pub fn mount(dir: &Path, bytes: u64) -> Result<Tmpfs, String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "mount -t tmpfs failed (needs root): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(Tmpfs {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Fills the file system: writes `<dir>/filler` until the disk refuses. Removing the file
+    /// frees the space again.
+    pub fn fill(&self) -> PathBuf {
+        let path = self.dir.join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let block = vec![0x5au8; 64 << 10];
+        // Whole blocks, then single bytes, until nothing more fits.
+        while f.write_all(&block).is_ok() {}
+        while f.write_all(&block[..1]).is_ok() {}
+        let _ = f.sync_all();
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}

@@ -122,7 +122,21 @@ pub(crate) fn roots_of(s: &Settings) -> Result<Roots> {
 
 /// Opens the index without a progress bar or warnings (for surfaces that answer a host).
 pub(crate) fn open_index(home: &Path, roots: &Roots, refresh: Refresh) -> Result<SkillIndex> {
-    let (idx, _) = SkillIndex::open(roots, &IndexConfig::new(home), refresh, &|_| {})
+    open_index_with(IndexConfig::new(home), roots, refresh)
+}
+
+/// [`open_index`] for a long-lived process: the segment files are held in memory, so one
+/// truncated or overwritten on disk neither crashes it nor changes its answers
+/// (`IndexConfig::hold_in_memory`).
+pub(crate) fn open_index_held(home: &Path, roots: &Roots, refresh: Refresh) -> Result<SkillIndex> {
+    let mut cfg = IndexConfig::new(home);
+    cfg.hold_in_memory = true;
+    open_index_with(cfg, roots, refresh)
+}
+
+fn open_index_with(cfg: IndexConfig, roots: &Roots, refresh: Refresh) -> Result<SkillIndex> {
+    let home = cfg.home.clone();
+    let (idx, _) = SkillIndex::open(roots, &cfg, refresh, &|_| {})
         .with_context(|| format!("cannot open the skill index under {}", home.display()))?;
     Ok(idx)
 }

@@ -55,6 +55,11 @@ pub struct IndexConfig {
     pub body_chars: usize,
     /// Indexing threads for full builds.
     pub threads: usize,
+    /// Hold the segment files in memory instead of mapping them, and check them against their
+    /// checksums when opened: for a long-lived process, which a segment file truncated or
+    /// overwritten on disk must not crash or mislead (see `directory.rs`). A short-lived one
+    /// maps them (cheaper to open).
+    pub hold_in_memory: bool,
 }
 
 impl IndexConfig {
@@ -67,6 +72,7 @@ impl IndexConfig {
             max_file_bytes: corpus::DEFAULT_MAX_FILE_BYTES,
             body_chars: 20_000,
             threads,
+            hold_in_memory: false,
         }
     }
 }
@@ -177,6 +183,38 @@ struct State {
     verified_at_ms: u64,
     #[serde(default)]
     walk_diagnostics: Vec<Diagnostic>,
+    /// The segment files as the last commit left them: name → (size, mtime in ns). Segment
+    /// files never change once written, so one that differs was damaged from outside (truncated,
+    /// overwritten in place) and opening checks its checksum (see [`segment_stamps`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    files: std::collections::BTreeMap<String, (u64, i64)>,
+}
+
+/// The segment files in `tdir` (not its meta or lock files), by name, with size and mtime.
+fn segment_stamps(tdir: &Path) -> std::collections::BTreeMap<String, (u64, i64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut out = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(tdir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || name.ends_with(".json") || name.contains(".tmp") {
+            continue;
+        }
+        if let Ok(m) = e.metadata()
+            && m.is_file()
+        {
+            out.insert(name, (m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec()));
+        }
+    }
+    out
+}
+
+/// Whether a segment file recorded in `state` is there but no longer as the commit left it.
+fn stamps_differ(tdir: &Path, state: &State) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    state.files.iter().any(|(name, &(len, mtime))| {
+        std::fs::symlink_metadata(tdir.join(name))
+            .is_ok_and(|m| (m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec()) != (len, mtime))
+    })
 }
 
 /// How long a process waits for another one's first build of the same index before answering
@@ -222,7 +260,12 @@ pub struct SkillIndex {
     postings: std::sync::Mutex<
         crate::index::fifo::FifoCache<(tantivy::index::SegmentId, Term), Arc<Decoded>>,
     >,
+    /// This opening's number in the process (see [`SkillIndex::generation`]).
+    instance: u64,
 }
+
+/// Indexes opened in this process so far.
+static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Bytes of skill bodies a [`SkillIndex`] keeps for rendering.
 const BODY_CACHE_BYTES: usize = 16 << 20;
@@ -317,9 +360,9 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     crate::fsio::write_atomic(path, bytes).map_err(|(at, e)| Error::io(at, e))
 }
 
-/// Why a write failed, when it is the file system refusing writes (read-only, full, no
-/// permission: see [`crate::fsio::is_unwritable`]) rather than a fault of the index.
-fn unwritable(e: &Error) -> Option<String> {
+/// Why a write in `dir` failed, when it is the file system refusing writes (read-only, full,
+/// no permission: see [`crate::fsio::is_unwritable`]) rather than a fault of the index.
+fn unwritable(e: &Error, dir: &Path) -> Option<String> {
     use tantivy::TantivyError as T;
     use tantivy::directory::error::{LockError, OpenWriteError};
     let io = match e {
@@ -336,16 +379,31 @@ fn unwritable(e: &Error) -> Option<String> {
                     "Permission denied",
                     "Disk quota exceeded",
                 ];
+                // An indexing thread that met a full disk may say only that it was killed:
+                // then the disk itself is asked.
                 return REFUSALS
                     .iter()
                     .find(|r| text.contains(*r))
-                    .map(|r| (*r).to_owned());
+                    .map(|r| (*r).to_owned())
+                    .or_else(|| disk_full(dir));
             }
             _ => return None,
         },
         _ => return None,
     };
-    crate::fsio::is_unwritable(io).then(|| io.to_string())
+    // A FIFO or other special file where the writer's lock is made cannot be written either.
+    (crate::fsio::is_unwritable(io) || crate::fsio::is_not_regular(io)).then(|| io.to_string())
+}
+
+/// Free space below which a failed write is put down to a full disk.
+const NEARLY_FULL_BYTES: u64 = 1 << 20;
+
+/// "No space left on device" when the file system holding `dir` has (almost) no space left
+/// for this user.
+fn disk_full(dir: &Path) -> Option<String> {
+    let st = rustix::fs::statvfs(dir).ok()?;
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    (free < NEARLY_FULL_BYTES).then(|| format!("No space left on device ({free} bytes free)"))
 }
 
 impl SkillIndex {
@@ -451,7 +509,7 @@ impl SkillIndex {
         if state.format != FORMAT_VERSION || state.roots != *roots {
             return Err("state.json belongs to another format or root set".into());
         }
-        let mut index = directory::IndexDirectory::open(&tdir)
+        let mut index = directory::IndexDirectory::open(&tdir, cfg.hold_in_memory)
             .and_then(Index::open)
             .map_err(|e| e.to_string())?;
         let _ = index.set_default_multithread_executor();
@@ -484,6 +542,7 @@ impl SkillIndex {
                 usize::MAX,
                 POSTINGS_CACHE_BYTES,
             )),
+            instance: OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         };
         // Opening the reader already opened most of every segment (a truncated file fails
         // there); also open each segment's fast-field columns and each indexed field's term
@@ -499,6 +558,19 @@ impl SkillIndex {
                     seg.inverted_index(field)
                         .map_err(|e| format!("segment {}: {e}", seg.segment_id().uuid_string()))?;
                 }
+            }
+        }
+        let changed_outside = stamps_differ(&tdir, &*idx.state.lock().map_err(|e| e.to_string())?);
+        if cfg.hold_in_memory || changed_outside {
+            // Held in memory: read whole anyway, so check every byte against its checksum.
+            // Mapped: only when a segment file changed since its commit (cheap stats on every
+            // open; the check reads every file).
+            let damaged = idx.index.validate_checksum().map_err(|e| e.to_string())?;
+            if !damaged.is_empty() {
+                let mut names: Vec<String> =
+                    damaged.iter().map(|p| p.display().to_string()).collect();
+                names.sort();
+                return Err(format!("damaged segment files: {}", names.join(", ")));
             }
         }
         Ok(Some(idx))
@@ -527,6 +599,7 @@ impl SkillIndex {
                 roots: roots.clone(),
                 verified_at_ms: 0,
                 walk_diagnostics: vec![],
+                files: Default::default(),
             };
             write_atomic(
                 &staging.join("state.json"),
@@ -645,9 +718,16 @@ impl SkillIndex {
     }
 
     /// Changes whenever a refresh commits: answers computed for one generation stay valid
-    /// until it changes.
+    /// until it changes. Unique in the process, also across indexes opened anew over the same
+    /// roots (a rebuilt index, a workspace closed and opened again), whose own commit counters
+    /// start again from the same numbers.
     pub fn generation(&self) -> u64 {
-        self.searcher().generation().generation_id()
+        self.generation_of(&self.searcher())
+    }
+
+    /// [`SkillIndex::generation`] of the commit `searcher` reads.
+    pub(crate) fn generation_of(&self, searcher: &Searcher) -> u64 {
+        (self.instance << 32) ^ searcher.generation().generation_id()
     }
 
     /// When the files were last compared with the index (ms since the epoch).
@@ -966,7 +1046,7 @@ impl SkillIndex {
                 };
                 let busy = matches!(e, tantivy::TantivyError::LockFailure(..));
                 let e = self.index_err(e);
-                if let Some(why) = unwritable(&e) {
+                if let Some(why) = unwritable(&e, &self.dir) {
                     // A read-only or full disk: the lock file cannot even be made.
                     self.unsaved(&mut report, why);
                     report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -1039,7 +1119,7 @@ impl SkillIndex {
                     let _ = writer.rollback();
                     let _ = writer.garbage_collect_files().wait();
                     drop(writer);
-                    let Some(why) = unwritable(&e) else {
+                    let Some(why) = unwritable(&e, &self.dir) else {
                         return Err(e);
                     };
                     self.unsaved(&mut report, why);
@@ -1066,7 +1146,7 @@ impl SkillIndex {
                 writer.wait_merging_threads().map_err(|e| self.index_err(e))
             })();
             if let Err(e) = merged {
-                let Some(why) = unwritable(&e) else {
+                let Some(why) = unwritable(&e, &self.dir) else {
                     return Err(e);
                 };
                 tracing::warn!(target: "index", dir = %self.dir.display(), %why, "segments not merged");
@@ -1080,6 +1160,9 @@ impl SkillIndex {
                 .lock()
                 .map_err(|_| Error::Invalid("index state lock poisoned".into()))?;
             state.verified_at_ms = now_ms();
+            if changed {
+                state.files = segment_stamps(&self.dir.join("tantivy"));
+            }
             let dirty = changed || state.walk_diagnostics != walk_diags;
             state.walk_diagnostics = walk_diags;
             (
@@ -1099,7 +1182,7 @@ impl SkillIndex {
     /// Writes `state.json`; when the file system refuses, records that the state is unsaved.
     fn save_state(&self, json: &[u8], report: &mut RefreshReport) -> Result<()> {
         match write_atomic(&self.dir.join("state.json"), json) {
-            Err(e) => match unwritable(&e) {
+            Err(e) => match unwritable(&e, &self.dir) {
                 Some(why) => {
                     self.unsaved(report, why);
                     Ok(())

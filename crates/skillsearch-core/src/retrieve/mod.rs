@@ -426,7 +426,8 @@ impl SkillIndex {
         if semantic.is_some() {
             limit = limit.max(opts.fusion_depth);
         }
-        let generation = searcher.generation().generation_id();
+        // The semantic retriever names the generation its addresses belong to the same way.
+        let generation = self.generation_of(&searcher);
         let mut semantic_on = semantic.is_some();
         // Hybrid: the query is embedded on another thread while the lexical retriever runs.
         let mut prefetched = None;

@@ -146,6 +146,8 @@ impl VectorStore {
             tmp.write_all(&head).map_err(io)?;
             let _ = std::fs::hard_link(tmp.path(), &self.path);
         }
+        // A FIFO where the store is would hold the open until a reader came.
+        crate::fsio::refuse_special(&self.path).map_err(io)?;
         let mut file = std::fs::OpenOptions::new()
             .append(true)
             .open(&self.path)

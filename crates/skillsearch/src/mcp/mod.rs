@@ -16,7 +16,7 @@
 mod skills;
 mod transport;
 
-use crate::context::{open_index, roots_of};
+use crate::context::{open_index_held, roots_of};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
     GetSkillRequestParams, GetSkillResult, Implementation, ListResourcesResult, ListSkillsResult,
@@ -72,7 +72,7 @@ impl McpState {
             None => {
                 let roots = roots_of(self.engine.settings())?;
                 let refresh = Refresh::IfOlderThan(refresh_every);
-                let idx = Arc::new(open_index(&self.home, &roots, refresh)?);
+                let idx = Arc::new(open_index_held(&self.home, &roots, refresh)?);
                 self.embedding.register(&idx);
                 *slot = Some((idx, Instant::now()));
             }

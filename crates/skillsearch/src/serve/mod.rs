@@ -13,7 +13,7 @@ mod run_queue;
 mod watch;
 mod workspaces;
 
-use crate::context::{open_index, roots_of};
+use crate::context::{open_index_held, roots_of};
 use crate::warm;
 use anyhow::{Context, bail};
 use axum::extract::rejection::JsonRejection;
@@ -46,7 +46,7 @@ const MAX_QUERY_CHARS: usize = 2000;
 
 /// One warm index and its watcher.
 struct Workspace {
-    index: tokio::sync::OnceCell<Arc<SkillIndex>>,
+    index: tokio::sync::OnceCell<Arc<watch::Current>>,
     roots: Roots,
 }
 
@@ -362,28 +362,38 @@ impl App {
 
     /// The warm index for `ws`, opened (and its watcher started) on first use.
     async fn index(self: &Arc<Self>, ws: &Arc<Workspace>) -> anyhow::Result<Arc<SkillIndex>> {
-        let idx = ws
+        let current = ws
             .index
             .get_or_try_init(|| {
                 let (app, ws) = (self.clone(), ws.clone());
                 async move {
-                    let idx = tokio::task::spawn_blocking(move || {
+                    let current = tokio::task::spawn_blocking(move || {
                         let refresh_ms = app.engine.settings().refresh_ms;
                         let refresh = Refresh::IfOlderThan(Duration::from_millis(refresh_ms));
-                        let idx = open_index(&app.home, &ws.roots, refresh)?;
-                        // One retrieval per worker thread already uses every core.
-                        idx.set_split(!app.inline);
-                        let idx = Arc::new(idx);
-                        app.embedding.register(&idx);
-                        watch::watch(&idx, refresh_ms);
-                        anyhow::Ok(idx)
+                        let (home, roots) = (app.home.clone(), ws.roots.clone());
+                        let (embedding, split) = (app.embedding.clone(), !app.inline);
+                        let open = move |refresh| {
+                            let idx = open_index_held(&home, &roots, refresh)?;
+                            // One retrieval per worker thread already uses every core.
+                            idx.set_split(split);
+                            let idx = Arc::new(idx);
+                            embedding.register(&idx);
+                            anyhow::Ok(idx)
+                        };
+                        let current = watch::Current::new(open(refresh)?);
+                        watch::watch(
+                            &current,
+                            refresh_ms,
+                            Box::new(move || open(Refresh::Always)),
+                        );
+                        anyhow::Ok(current)
                     })
                     .await??;
-                    anyhow::Ok(idx)
+                    anyhow::Ok(current)
                 }
             })
             .await?;
-        Ok(idx.clone())
+        Ok(current.get())
     }
 
     /// One warm index per plugin in `managed` that bundles skills, keyed by plugin id, opened
@@ -843,7 +853,15 @@ impl App {
     fn health(&self) -> Value {
         let n = self.workspaces.len();
         let s = self.engine.settings();
-        json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": s.mode.as_str(), "retriever": s.retriever.as_str(), "semantic": self.embedding.status(), "remote": self.engine.remote().summary()})
+        // What went wrong with each warm index's last refresh (a full disk, a rebuild that
+        // failed); the indexes answer meanwhile, as last saved.
+        let problems: Vec<String> = self
+            .workspaces
+            .all()
+            .iter()
+            .filter_map(|ws| ws.index.get().and_then(|c| c.problem()))
+            .collect();
+        json!({"status": "ok", "name": "skillsearch", "version": env!("CARGO_PKG_VERSION"), "workspaces": n, "mode": s.mode.as_str(), "retriever": s.retriever.as_str(), "semantic": self.embedding.status(), "remote": self.engine.remote().summary(), "problems": problems})
     }
 
     fn authorised(&self, headers: &HeaderMap) -> Result<(), ApiError> {

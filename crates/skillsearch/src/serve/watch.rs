@@ -4,13 +4,19 @@
 //! watch, so the roots' identities are checked every few seconds and a replaced root is watched
 //! again; a catch-up refresh every minute covers any event the watcher missed. Where roots
 //! cannot be watched at all, the index is refreshed every `refresh_ms`.
+//!
+//! The index a workspace answers from is its [`Current`]: when the index's directory is gone
+//! (deleted under the daemon) or a refresh fails for any reason but a disk that refuses writes,
+//! the thread opens the index again (which rebuilds it from the skill files) and swaps it in;
+//! the old one answers until then. What went wrong with the last refresh or rebuild stays in
+//! `Current::problem` for `/v1/health` until one succeeds.
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use skillsearch_core::SkillIndex;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 /// How often the roots' identities are compared.
@@ -80,11 +86,98 @@ fn watch_roots(
     (Some(w), all)
 }
 
-/// Keeps `idx` current until the last strong handle to it is gone.
-pub(super) fn watch(idx: &Arc<SkillIndex>, refresh_ms: u64) {
-    let roots: Vec<PathBuf> = idx.roots().0.iter().map(|r| r.path.clone()).collect();
-    let weak: Weak<SkillIndex> = Arc::downgrade(idx);
-    let dirty = Arc::new(AtomicBool::new(false));
+/// The index a workspace answers from now, and what went wrong with its last refresh.
+pub(super) struct Current {
+    index: RwLock<Arc<SkillIndex>>,
+    problem: Mutex<Option<String>>,
+}
+
+impl Current {
+    pub(super) fn new(idx: Arc<SkillIndex>) -> Arc<Current> {
+        Arc::new(Current {
+            index: RwLock::new(idx),
+            problem: Mutex::new(None),
+        })
+    }
+
+    /// The index to answer from.
+    pub(super) fn get(&self) -> Arc<SkillIndex> {
+        self.index.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Why the last refresh (or rebuild) failed or saved nothing; `None` after one succeeded.
+    pub(super) fn problem(&self) -> Option<String> {
+        self.problem
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_problem(&self, p: Option<String>) {
+        *self.problem.lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
+    fn replace(&self, idx: Arc<SkillIndex>) {
+        *self.index.write().unwrap_or_else(|e| e.into_inner()) = idx;
+    }
+}
+
+/// Opens the workspace's index again (rebuilding it), for a watcher whose index is gone or
+/// failing; also registers it wherever the first one was.
+pub(super) type Reopen = Box<dyn Fn() -> anyhow::Result<Arc<SkillIndex>> + Send>;
+
+/// Whether the index's files are still where it saved them: a directory deleted under the
+/// daemon leaves the open index answering (its files are held) but nothing to commit to.
+fn on_disk(idx: &SkillIndex) -> bool {
+    idx.dir().join("state.json").is_file() && idx.dir().join("tantivy/meta.json").is_file()
+}
+
+/// One refresh of `cur`'s index, or a rebuild when it is gone or the refresh fails; records
+/// the outcome as `cur`'s problem.
+fn refresh_or_rebuild(cur: &Current, reopen: &Reopen) {
+    let idx = cur.get();
+    let broken = if !on_disk(&idx) {
+        Some(format!(
+            "the index directory {} is gone",
+            idx.dir().display()
+        ))
+    } else {
+        match idx.refresh(&|_| {}) {
+            Ok(report) => {
+                cur.set_problem(report.unsaved.map(|why| {
+                    format!(
+                        "the index {} cannot be updated ({why}); answering from it as last saved",
+                        idx.dir().display()
+                    )
+                }));
+                None
+            }
+            Err(e) => Some(format!("refresh failed: {e}")),
+        }
+    };
+    let Some(why) = broken else { return };
+    tracing::warn!(target: "serve", dir = %idx.dir().display(), %why, "rebuilding the index; answering from the one in memory meanwhile");
+    match reopen() {
+        Ok(new) => {
+            cur.replace(new);
+            cur.set_problem(None);
+        }
+        Err(e) => {
+            let problem = format!("{why}; rebuilding it failed: {e:#}");
+            tracing::warn!(target: "serve", %problem, "serving the index as it is");
+            cur.set_problem(Some(problem));
+        }
+    }
+}
+
+/// Keeps `cur` current until the last strong handle to it is gone.
+pub(super) fn watch(cur: &Arc<Current>, refresh_ms: u64, reopen: Reopen) {
+    let roots: Vec<PathBuf> = cur.get().roots().0.iter().map(|r| r.path.clone()).collect();
+    let weak: Weak<Current> = Arc::downgrade(cur);
+    // The first tick checks the disk: the index was opened without a walk when another process
+    // checked it lately, and whatever changed since (or after a killed daemon's last commit)
+    // has sent no event to this watcher.
+    let dirty = Arc::new(AtomicBool::new(true));
     let lost = Arc::new(AtomicBool::new(false));
     let (mut watcher, mut watched) = watch_roots(&roots, &dirty, &lost);
     let mut ids: Vec<Identity> = roots.iter().map(identity).collect();
@@ -95,7 +188,7 @@ pub(super) fn watch(idx: &Arc<SkillIndex>, refresh_ms: u64) {
             let (mut last_refresh, mut last_check) = (Instant::now(), Instant::now());
             loop {
                 std::thread::sleep(TICK);
-                let Some(idx) = weak.upgrade() else {
+                let Some(cur) = weak.upgrade() else {
                     return; // the workspace was closed
                 };
                 let mut due = if watched {
@@ -103,8 +196,10 @@ pub(super) fn watch(idx: &Arc<SkillIndex>, refresh_ms: u64) {
                 } else {
                     last_refresh.elapsed() >= period
                 };
+                let mut checked = false;
                 if lost.swap(false, Ordering::Relaxed) || last_check.elapsed() >= ROOT_CHECK {
                     last_check = Instant::now();
+                    checked = true;
                     let now: Vec<_> = roots.iter().map(identity).collect();
                     if now != ids {
                         tracing::info!(target: "serve", "a root was replaced, removed or created; watching again");
@@ -114,11 +209,10 @@ pub(super) fn watch(idx: &Arc<SkillIndex>, refresh_ms: u64) {
                         due = true;
                     }
                 }
-                if due {
+                // A deleted index directory is seen at the next root check even with no change.
+                if due || (checked && !on_disk(&cur.get())) {
                     last_refresh = Instant::now();
-                    if let Err(e) = idx.refresh(&|_| {}) {
-                        tracing::warn!(target: "serve", error = %e, "refresh failed; serving the index as it is");
-                    }
+                    refresh_or_rebuild(&cur, &reopen);
                 }
             }
         });

@@ -155,6 +155,14 @@ impl<W: Warm> Workspaces<W> {
         ws
     }
 
+    /// Every warm workspace.
+    pub(crate) fn all(&self) -> Vec<Arc<W>> {
+        self.map
+            .lock()
+            .map(|m| m.values().map(|e| e.ws.clone()).collect())
+            .unwrap_or_default()
+    }
+
     /// How many are warm.
     pub(crate) fn len(&self) -> usize {
         self.map.lock().map(|m| m.len()).unwrap_or(0)
