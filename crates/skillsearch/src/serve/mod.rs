@@ -1247,4 +1247,28 @@ mod stdio_tests {
             json!({"id": 1, "result": {"ok": true}})
         );
     }
+
+    /// Found by the `serve_request` fuzz target: serde_json's default float parsing is not
+    /// correctly rounded, so the reply named the request's id by text that reads back as
+    /// another number than the id the client sent (`float_roundtrip` fixes it).
+    #[test]
+    fn a_reply_names_the_very_id_its_request_had() {
+        for id in [
+            "444444444444444.4444440444",
+            "0.1",
+            "1e-7",
+            "123456789.987654321",
+            "7",
+        ] {
+            let client: f64 = id.parse().unwrap();
+            let (got, _) = stdio_request(&format!(r#"{{"id": {id}, "method": "health"}}"#));
+            let line = serde_json::to_string(&stdio_reply(got, Ok(json!({})))).unwrap();
+            let back: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(
+                back["id"].as_f64(),
+                Some(client),
+                "{id} came back as {line}"
+            );
+        }
+    }
 }
