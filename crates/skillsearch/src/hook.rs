@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// Most bytes of hook input read; the rest is ignored.
 const MAX_INPUT: u64 = 8 * 1024 * 1024;
 /// Characters of the prompt used as the query.
-const MAX_QUERY_CHARS: usize = 2000;
+pub const MAX_QUERY_CHARS: usize = 2000;
 
 /// Time kept back from the deadline for writing the reply.
 const MARGIN: Duration = Duration::from_millis(50);
@@ -57,7 +57,7 @@ impl HookHost {
 
     /// The reply: `additionalContext` when there is something to inject, otherwise nothing
     /// (CodeBuddy wants `{"continue":true}`).
-    fn reply(self, context: &str) -> Option<Value> {
+    pub fn reply(self, context: &str) -> Option<Value> {
         let cont = self == HookHost::Codebuddy;
         if context.is_empty() {
             return cont.then(|| json!({"continue": true}));
@@ -70,13 +70,23 @@ impl HookHost {
     }
 }
 
-/// Runs one turn. Returns the process exit code: always 0.
-pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: Flags) -> u8 {
-    let started = Instant::now();
-    let mut raw = Vec::new();
-    let read = std::io::stdin().take(MAX_INPUT).read_to_end(&mut raw);
-    let input: Result<Value, String> = match read {
-        Ok(_) => serde_json::from_slice(&raw).map_err(|e| format!("hook input is not JSON ({e})")),
+/// What the hook takes from its input.
+#[derive(Debug)]
+pub struct Input {
+    /// The input as JSON, or why there is none.
+    pub input: Result<Value, String>,
+    /// The dialect to answer in: the one given, else the one the input shows.
+    pub host: HookHost,
+    /// The query: the start of `prompt`, at most [`MAX_QUERY_CHARS`] characters.
+    pub query: String,
+    /// `cwd`, the workspace when no skill roots are configured.
+    pub cwd: Option<PathBuf>,
+}
+
+/// Reads the host's input (the bytes read from stdin, or the read's error).
+pub fn read_input(raw: std::io::Result<&[u8]>, host: Option<HookHost>) -> Input {
+    let input: Result<Value, String> = match raw {
+        Ok(raw) => serde_json::from_slice(raw).map_err(|e| format!("hook input is not JSON ({e})")),
         Err(e) => Err(format!("cannot read hook input ({e})")),
     };
     let host = host.unwrap_or_else(|| {
@@ -85,20 +95,38 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
             .map(HookHost::detect)
             .unwrap_or(HookHost::ClaudeCode)
     });
-    let prompt = input
-        .as_ref()
-        .ok()
-        .and_then(|v| v.get("prompt"))
-        .and_then(Value::as_str)
+    let field = |name: &str| {
+        input
+            .as_ref()
+            .ok()
+            .and_then(|v| v.get(name))
+            .and_then(Value::as_str)
+    };
+    let query: String = field("prompt")
         .unwrap_or("")
-        .to_owned();
-    let cwd = input
-        .as_ref()
-        .ok()
-        .and_then(|v| v.get("cwd"))
-        .and_then(Value::as_str)
-        .map(PathBuf::from);
-    let query: String = prompt.chars().take(MAX_QUERY_CHARS).collect();
+        .chars()
+        .take(MAX_QUERY_CHARS)
+        .collect();
+    let cwd = field("cwd").map(PathBuf::from);
+    Input {
+        input,
+        host,
+        query,
+        cwd,
+    }
+}
+
+/// Runs one turn. Returns the process exit code: always 0.
+pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: Flags) -> u8 {
+    let started = Instant::now();
+    let mut raw = Vec::new();
+    let read = std::io::stdin().take(MAX_INPUT).read_to_end(&mut raw);
+    let Input {
+        input,
+        host,
+        query,
+        cwd,
+    } = read_input(read.map(|_| raw.as_slice()), host);
 
     let s = match settings(home, config, flags) {
         Ok(s) => s,
@@ -259,9 +287,16 @@ fn retrieve_within_deadline(
 
 /// Writes the whole reply and flushes it before returning; a closed stdout is not an error.
 fn emit(reply: Option<Value>) {
-    let Some(v) = reply else { return };
+    let Some(bytes) = reply_line(reply) else {
+        return;
+    };
     let mut out = std::io::stdout().lock();
-    let mut bytes = serde_json::to_vec(&v).unwrap_or_default();
-    bytes.push(b'\n');
     let _ = out.write_all(&bytes).and_then(|()| out.flush());
+}
+
+/// The reply as the one line the hook writes.
+pub fn reply_line(reply: Option<Value>) -> Option<Vec<u8>> {
+    let mut bytes = serde_json::to_vec(&reply?).unwrap_or_default();
+    bytes.push(b'\n');
+    Some(bytes)
 }

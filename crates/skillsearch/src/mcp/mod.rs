@@ -14,7 +14,7 @@
 //! a protocol error.
 
 mod skills;
-mod transport;
+pub(crate) mod transport;
 
 use crate::context::{open_index_held, roots_of};
 use rmcp::model::{

@@ -8,7 +8,7 @@
 //! whole-turn deadline and a failure is an empty, well-formed answer with a diagnostic.
 
 mod conn;
-mod reply;
+pub(crate) mod reply;
 mod run_queue;
 mod watch;
 mod workspaces;
@@ -132,7 +132,7 @@ fn runs_inline(settings: &Settings, remote: &Remote) -> bool {
 }
 
 /// A problem with a request, answered as `{"error": …}` with an HTTP status.
-struct ApiError(StatusCode, String);
+pub struct ApiError(pub StatusCode, pub String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -149,24 +149,24 @@ impl From<JsonRejection> for ApiError {
 /// Where the skills of a request come from.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RetrieveReq {
-    query: String,
+pub struct RetrieveReq {
+    pub query: String,
     #[serde(default)]
-    workspace: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
     #[serde(default)]
-    skills: Option<Vec<PathBuf>>,
+    pub skills: Option<Vec<PathBuf>>,
     /// The agent's tools this turn: the gate rejects skills that need others.
     #[serde(default)]
-    available_tools: Option<Vec<String>>,
+    pub available_tools: Option<Vec<String>>,
     #[serde(default)]
-    mode: Option<String>,
+    pub mode: Option<String>,
     #[serde(default)]
-    top_k: Option<usize>,
+    pub top_k: Option<usize>,
     #[serde(default)]
-    host: Option<String>,
+    pub host: Option<String>,
     /// Skills the host found itself, fused with the local and hub hits.
     #[serde(default)]
-    sources: Vec<SourceReq>,
+    pub sources: Vec<SourceReq>,
     /// Set for the hook's turns over the warm socket: the hook logs them itself.
     #[serde(skip)]
     unlogged: bool,
@@ -175,11 +175,11 @@ struct RetrieveReq {
 /// A host-supplied source: a name, a fusion weight and its hits, best first.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SourceReq {
-    name: String,
+pub struct SourceReq {
+    pub name: String,
     #[serde(default = "default_source_weight")]
-    weight: f32,
-    hits: Vec<SourceHitReq>,
+    pub weight: f32,
+    pub hits: Vec<SourceHitReq>,
 }
 
 fn default_source_weight() -> f32 {
@@ -188,22 +188,22 @@ fn default_source_weight() -> f32 {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SourceHitReq {
-    id: String,
-    name: String,
+pub struct SourceHitReq {
+    pub id: String,
+    pub name: String,
     #[serde(default)]
-    description: String,
-    body: String,
+    pub description: String,
+    pub body: String,
     #[serde(default)]
-    skill_dir: Option<PathBuf>,
+    pub skill_dir: Option<PathBuf>,
 }
 
 /// Most host sources per request, and hits read from each.
-const MAX_HOST_SOURCES: usize = 8;
-const MAX_HOST_HITS: usize = 20;
+pub const MAX_HOST_SOURCES: usize = 8;
+pub const MAX_HOST_HITS: usize = 20;
 
 /// Checks and converts the host's sources; the error names the field at fault.
-fn host_sources(reqs: Vec<SourceReq>) -> Result<Vec<HostSource>, ApiError> {
+pub fn host_sources(reqs: Vec<SourceReq>) -> Result<Vec<HostSource>, ApiError> {
     let bad = |m: String| ApiError(StatusCode::BAD_REQUEST, m);
     if reqs.len() > MAX_HOST_SOURCES {
         return Err(bad(format!(
@@ -262,52 +262,52 @@ fn host_sources(reqs: Vec<SourceReq>) -> Result<Vec<HostSource>, ApiError> {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PlanReq {
+pub struct PlanReq {
     #[serde(default)]
-    query: String,
+    pub query: String,
     /// Skills already matched this session (ids from earlier results, e.g. `local/pdf` or
     /// `pdf`). When given, these are the matched skills and `query` is not searched: on_demand
     /// hosts activate plugins from what `skill_search` / `skill_read` returned.
     #[serde(default)]
-    matched: Option<Vec<String>>,
+    pub matched: Option<Vec<String>>,
     /// The host's tools this turn: names, or OpenAI-style function schemas.
     #[serde(default)]
-    tools: Value,
+    pub tools: Value,
     #[serde(default)]
-    workspace: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
     #[serde(default)]
-    skills: Option<Vec<PathBuf>>,
+    pub skills: Option<Vec<PathBuf>>,
     #[serde(default)]
-    top_k: Option<usize>,
+    pub top_k: Option<usize>,
     #[serde(default)]
-    host: Option<String>,
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReadReq {
-    id: String,
+pub struct ReadReq {
+    pub id: String,
     #[serde(default)]
-    path: Option<String>,
+    pub path: Option<String>,
     /// Where to read on in a long text (characters), as a previous part named it.
     #[serde(default)]
-    offset: usize,
+    pub offset: usize,
     #[serde(default)]
-    workspace: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
     #[serde(default)]
-    skills: Option<Vec<PathBuf>>,
+    pub skills: Option<Vec<PathBuf>>,
     #[serde(default)]
-    host: Option<String>,
+    pub host: Option<String>,
 }
 
 /// Opens (or builds) a workspace's index ahead of its first turn.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct WarmReq {
+pub struct WarmReq {
     #[serde(default)]
-    workspace: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
     #[serde(default)]
-    skills: Option<Vec<PathBuf>>,
+    pub skills: Option<Vec<PathBuf>>,
 }
 
 impl App {
@@ -1036,6 +1036,61 @@ fn params_of<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, ApiErro
         .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("bad params: {e}")))
 }
 
+/// What a `serve --stdio` request line asks for, its params read as the method's request type.
+#[derive(Debug)]
+pub enum StdioRequest {
+    Retrieve(RetrieveReq),
+    Search(RetrieveReq),
+    Read(ReadReq),
+    Plan(PlanReq),
+    Warm(WarmReq),
+    Tools,
+    Health,
+}
+
+/// Reads one `serve --stdio` request line: its `id` (null when there is none, or the line is not
+/// JSON) and the request, or the error to answer it with.
+pub fn stdio_request(line: &str) -> (Value, Result<StdioRequest, ApiError>) {
+    let req = match serde_json::from_str::<Value>(line) {
+        Ok(req) => req,
+        Err(e) => {
+            return (
+                Value::Null,
+                Err(ApiError(
+                    StatusCode::BAD_REQUEST,
+                    format!("request is not JSON: {e}"),
+                )),
+            );
+        }
+    };
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    let params = req.get("params").cloned().unwrap_or(json!({}));
+    let request = match req.get("method").and_then(Value::as_str) {
+        Some("retrieve") => params_of(params).map(StdioRequest::Retrieve),
+        Some("search") => params_of(params).map(StdioRequest::Search),
+        Some("read") => params_of(params).map(StdioRequest::Read),
+        Some("plan") => params_of(params).map(StdioRequest::Plan),
+        Some("warm") => params_of(params).map(StdioRequest::Warm),
+        Some("tools") => Ok(StdioRequest::Tools),
+        Some("health") => Ok(StdioRequest::Health),
+        other => Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!(
+                "unknown method {other:?}; use retrieve, search, read, plan, warm, tools or health"
+            ),
+        )),
+    };
+    (id, request)
+}
+
+/// The reply line's value for request `id`: `{"id", "result"}` or `{"id", "error": {"message"}}`.
+pub fn stdio_reply(id: Value, result: Result<Value, ApiError>) -> Value {
+    match result {
+        Ok(v) => json!({"id": id, "result": v}),
+        Err(ApiError(_, m)) => json!({"id": id, "error": {"message": m}}),
+    }
+}
+
 async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
     use crate::lines::{MAX_LINE_BYTES, read_line_capped};
     use tokio::io::{AsyncWriteExt, BufReader};
@@ -1056,48 +1111,22 @@ async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
         if line.trim().is_empty() {
             continue;
         }
-        let reply = match serde_json::from_str::<Value>(&line) {
-            Err(e) => {
-                json!({"id": null, "error": {"message": format!("request is not JSON: {e}")}})
+        let (id, request) = stdio_request(&line);
+        let result = match request {
+            Ok(StdioRequest::Retrieve(p)) => {
+                app.retrieve(p, false).await.map(RetrieveReply::into_value)
             }
-            Ok(req) => {
-                let id = req.get("id").cloned().unwrap_or(Value::Null);
-                let params = req.get("params").cloned().unwrap_or(json!({}));
-                let result = match req.get("method").and_then(Value::as_str) {
-                    Some("retrieve") | Some("search") => match params_of::<RetrieveReq>(params) {
-                        Ok(p) => app
-                            .retrieve(p, req["method"] == "search")
-                            .await
-                            .map(RetrieveReply::into_value),
-                        Err(e) => Err(e),
-                    },
-                    Some("read") => match params_of::<ReadReq>(params) {
-                        Ok(p) => app.read(p).await,
-                        Err(e) => Err(e),
-                    },
-                    Some("plan") => match params_of::<PlanReq>(params) {
-                        Ok(p) => app.plan(p).await,
-                        Err(e) => Err(e),
-                    },
-                    Some("warm") => match params_of::<WarmReq>(params) {
-                        Ok(p) => app.warm(p).await,
-                        Err(e) => Err(e),
-                    },
-                    Some("tools") => Ok(app.tools()),
-                    Some("health") => Ok(app.health()),
-                    other => Err(ApiError(
-                        StatusCode::NOT_FOUND,
-                        format!(
-                            "unknown method {other:?}; use retrieve, search, read, plan, warm, tools or health"
-                        ),
-                    )),
-                };
-                match result {
-                    Ok(v) => json!({"id": id, "result": v}),
-                    Err(ApiError(_, m)) => json!({"id": id, "error": {"message": m}}),
-                }
+            Ok(StdioRequest::Search(p)) => {
+                app.retrieve(p, true).await.map(RetrieveReply::into_value)
             }
+            Ok(StdioRequest::Read(p)) => app.read(p).await,
+            Ok(StdioRequest::Plan(p)) => app.plan(p).await,
+            Ok(StdioRequest::Warm(p)) => app.warm(p).await,
+            Ok(StdioRequest::Tools) => Ok(app.tools()),
+            Ok(StdioRequest::Health) => Ok(app.health()),
+            Err(e) => Err(e),
         };
+        let reply = stdio_reply(id, result);
         let mut bytes = serde_json::to_vec(&reply)?;
         bytes.push(b'\n');
         out.write_all(&bytes).await?;
@@ -1295,5 +1324,84 @@ mod tests {
             );
         }
         assert_eq!(cache.len(), CACHE_ENTRIES);
+    }
+}
+
+#[cfg(test)]
+mod stdio_tests {
+    use super::{StdioRequest, stdio_reply, stdio_request};
+    use axum::http::StatusCode;
+    use serde_json::{Value, json};
+
+    #[test]
+    fn a_stdio_line_is_read_as_its_id_and_a_checked_request() {
+        let (id, r) = stdio_request(r#"{"id": 7, "method": "search", "params": {"query": "pdf"}}"#);
+        assert_eq!(id, json!(7));
+        assert!(matches!(r, Ok(StdioRequest::Search(p)) if p.query == "pdf"));
+        let (id, r) = stdio_request(r#"{"id": "h", "method": "health"}"#);
+        assert_eq!(id, json!("h"));
+        assert!(matches!(r, Ok(StdioRequest::Health)));
+        for (line, id, status, message) in [
+            (
+                "{not json",
+                Value::Null,
+                StatusCode::BAD_REQUEST,
+                "request is not JSON",
+            ),
+            (
+                r#"{"id": 2, "method": "explode"}"#,
+                json!(2),
+                StatusCode::NOT_FOUND,
+                "unknown method",
+            ),
+            (
+                r#"{"id": 3, "method": "read", "params": {"nope": 1}}"#,
+                json!(3),
+                StatusCode::BAD_REQUEST,
+                "bad params",
+            ),
+        ] {
+            let (got, r) = stdio_request(line);
+            assert_eq!(got, id, "{line}");
+            let e = r.expect_err(line);
+            assert_eq!(e.0, status, "{line}");
+            assert!(e.1.starts_with(message), "{line}: {}", e.1);
+            let reply = stdio_reply(got, Err(e));
+            assert_eq!(reply["id"], id);
+            assert!(
+                reply["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(message)
+            );
+        }
+        assert_eq!(
+            stdio_reply(json!(1), Ok(json!({"ok": true}))),
+            json!({"id": 1, "result": {"ok": true}})
+        );
+    }
+
+    /// Found by the `serve_request` fuzz target: serde_json's default float parsing is not
+    /// correctly rounded, so the reply named the request's id by text that reads back as
+    /// another number than the id the client sent (`float_roundtrip` fixes it).
+    #[test]
+    fn a_reply_names_the_very_id_its_request_had() {
+        for id in [
+            "444444444444444.4444440444",
+            "0.1",
+            "1e-7",
+            "123456789.987654321",
+            "7",
+        ] {
+            let client: f64 = id.parse().unwrap();
+            let (got, _) = stdio_request(&format!(r#"{{"id": {id}, "method": "health"}}"#));
+            let line = serde_json::to_string(&stdio_reply(got, Ok(json!({})))).unwrap();
+            let back: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(
+                back["id"].as_f64(),
+                Some(client),
+                "{id} came back as {line}"
+            );
+        }
     }
 }
