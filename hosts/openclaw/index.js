@@ -10,7 +10,7 @@
 
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { homedir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Engine, HttpEngine, engineEnv } from "./engine.js";
 
@@ -143,7 +143,13 @@ export default {
     const engine = () => engineFor(api, cfg);
     const roots = (workspaceDir) =>
       cfg.skills?.length ? cfg.skills : openclawSkillRoots(api.config, workspaceDir);
-    const request = (workspaceDir, extra) => ({ skills: roots(workspaceDir), host: "openclaw", ...extra });
+    // `workspace` is the agent's workspace: `{{OUTPUT_DIR}}` when placeholders are resolved.
+    const request = (workspaceDir, extra) => ({
+      skills: roots(workspaceDir),
+      host: "openclaw",
+      ...(workspaceDir && isAbsolute(workspaceDir) ? { workspace: workspaceDir } : {}),
+      ...extra,
+    });
 
     async function retrieve(query, workspaceDir, availableTools) {
       if (!query?.trim()) return null;

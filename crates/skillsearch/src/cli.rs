@@ -986,7 +986,11 @@ fn cmd_search(
         let engine = Engine::new(s, home)
             .with_search_options(opts.clone())
             .with_semantic(slot);
-        let r = engine.retrieve(&idx, query, &Turn::until(engine.deadline(started)))?;
+        let turn = Turn {
+            paths: crate::context::process_paths(),
+            ..Turn::until(engine.deadline(started))
+        };
+        let r = engine.retrieve(&idx, query, &turn)?;
         for n in &r.notes {
             tracing::warn!("{n}");
         }

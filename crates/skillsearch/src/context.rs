@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 use skillsearch_core::Roots;
-use skillsearch_core::config::{self, Settings};
+use skillsearch_core::config::{self, PathFacts, Settings};
 use skillsearch_core::index::{IndexConfig, Refresh, SkillIndex};
 use std::path::{Path, PathBuf};
 
@@ -139,4 +139,37 @@ fn open_index_with(cfg: IndexConfig, roots: &Roots, refresh: Refresh) -> Result<
     let (idx, _) = SkillIndex::open(roots, &cfg, refresh, &|_| {})
         .with_context(|| format!("cannot open the skill index under {}", home.display()))?;
     Ok(idx)
+}
+
+/// The directories a host's turn gives PathGuard placeholders: its workspace (`{{OUTPUT_DIR}}`,
+/// only when absolute), the user's home, and the host's own state directory, where the host is
+/// known (its environment variable, else its default under the home directory).
+pub(crate) fn host_paths(host: &str, workspace: Option<&Path>) -> PathFacts {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let home = env("HOME");
+    let under_home = |d: &str| home.as_ref().map(|h| h.join(d));
+    let state_dir = match host {
+        "openclaw" => env("OPENCLAW_STATE_DIR").or_else(|| under_home(".openclaw")),
+        "claude-code" => env("CLAUDE_CONFIG_DIR").or_else(|| under_home(".claude")),
+        "codex" => env("CODEX_HOME").or_else(|| under_home(".codex")),
+        "codebuddy" => env("CODEBUDDY_CONFIG_DIR").or_else(|| under_home(".codebuddy")),
+        "hermes" => env("HERMES_HOME").or_else(|| under_home(".hermes")),
+        "workbuddy" => under_home(".workbuddy-ai"),
+        _ => None,
+    };
+    PathFacts {
+        output_dir: workspace.filter(|w| w.is_absolute()).map(Path::to_path_buf),
+        home_dir: home,
+        state_dir,
+    }
+}
+
+/// [`host_paths`] for a surface that knows no host: this process's working directory is the
+/// workspace.
+pub(crate) fn process_paths() -> PathFacts {
+    host_paths("", std::env::current_dir().ok().as_deref())
 }

@@ -5,7 +5,7 @@
 //! When a warm skillsearch process (the MCP server, the daemon) answers on the home's socket,
 //! the turn is its full answer, hybrid included (see `warm`); otherwise the hook ranks itself.
 
-use crate::context::{Flags, open_index, roots_of, settings};
+use crate::context::{Flags, host_paths, open_index, roots_of, settings};
 use crate::warm;
 use serde_json::{Value, json};
 use skillsearch_core::config::{Mode, Settings};
@@ -152,7 +152,7 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
                 // the whole turn may.
                 let engine =
                     Arc::new(Engine::new(&s, home).with_counter(TokenCounter::estimating()));
-                retrieve_within_deadline(home, &engine, cwd, &query, &mut decision, started)
+                retrieve_within_deadline(home, &engine, host, cwd, &query, &mut decision, started)
             }
         },
     };
@@ -184,7 +184,7 @@ fn ask_warm(
     let started = Instant::now();
     let mut scoped = s.clone();
     if scoped.skills.is_empty() && scoped.workspace.is_none() {
-        scoped.workspace = cwd;
+        scoped.workspace = cwd.clone();
     }
     let roots = roots_of(&scoped).ok()?;
     let budget = Duration::from_millis(s.deadline_ms / 2);
@@ -195,6 +195,7 @@ fn ask_warm(
         settings: warm::fingerprint(s),
         deadline_ms: budget.as_millis() as u64,
         host: host.name().to_owned(),
+        paths: host_paths(host.name(), cwd.as_deref()),
     };
     let why = match warm::ask(home, &req, budget) {
         Ok(warm::Reply::Answer {
@@ -235,6 +236,7 @@ fn ask_warm(
 fn retrieve_within_deadline(
     home: &Path,
     engine: &Arc<Engine>,
+    host: HookHost,
     cwd: Option<PathBuf>,
     query: &str,
     decision: &mut Decision,
@@ -244,6 +246,7 @@ fn retrieve_within_deadline(
     let (tx, rx) = mpsc::channel();
     let (home, engine2, query) = (home.to_path_buf(), engine.clone(), query.to_owned());
     let mut s2 = s.clone();
+    let paths = host_paths(host.name(), cwd.as_deref());
     if s2.skills.is_empty() && s2.workspace.is_none() {
         s2.workspace = cwd;
     }
@@ -258,7 +261,11 @@ fn retrieve_within_deadline(
                 Refresh::IfOlderThan(Duration::from_millis(s2.refresh_ms)),
             )?;
             let open_ms = turn::ms_since(t);
-            let r = engine2.retrieve(&idx, &query, &Turn::until(turn_deadline))?;
+            let turn = Turn {
+                paths,
+                ..Turn::until(turn_deadline)
+            };
+            let r = engine2.retrieve(&idx, &query, &turn)?;
             Ok((r, open_ms))
         };
         let _ = tx.send(work());

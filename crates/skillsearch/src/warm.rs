@@ -53,6 +53,10 @@ pub(crate) struct Request {
     pub deadline_ms: u64,
     #[serde(default)]
     pub host: String,
+    /// The host's directories (workspace, home, state), for PathGuard placeholders: the hook
+    /// knows them from its input and environment, which the warm process does not share.
+    #[serde(default)]
+    pub paths: skillsearch_core::config::PathFacts,
 }
 
 /// A warm process's answer.
@@ -260,6 +264,7 @@ mod tests {
             settings: "s".into(),
             deadline_ms: 500,
             host: "claude-code".into(),
+            paths: Default::default(),
         }
     }
 

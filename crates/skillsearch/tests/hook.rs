@@ -530,3 +530,61 @@ fn the_warm_path_brings_hybrid_ranking_to_the_hook() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+/// `resolve_placeholders`: off by default (bodies as written); on, the hook resolves the PathGuard
+/// placeholders to the host's directories (the prompt's `cwd`, `$HOME`, Claude Code's config
+/// directory), leaves unsafe and unknown ones as written with a diagnostic, and the warm path
+/// answers the same.
+#[test]
+fn placeholders_resolve_to_the_hosts_directories_when_asked() {
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from scanned PDF files",
+        "Run {{SKILL_DIR}}/run.sh after {{SKILL_DIR:ocr}}/SKILL.md; write {{OUTPUT_DIR}}/out.csv; \
+         notes in {{AGENT_STATE_DIR}}/n and {{HOME}}/h. Not {{SKILL_DIR:../etc}} nor {{TOKEN}}.",
+    );
+    let prompt = serde_json::to_vec(&json!({"session_id": "s", "cwd": "/work/proj",
+        "hook_event_name": "UserPromptSubmit", "prompt": "extract the tables from this scanned PDF"}))
+    .unwrap();
+    let off = context_of(&e.hook(&prompt, AUTO, &[]));
+    assert!(off.contains("Run {{SKILL_DIR}}/run.sh"), "{off}");
+
+    let on: &[(&str, &str)] = &[
+        ("SKILLSEARCH_MODE", "auto"),
+        ("SKILLSEARCH_RESOLVE_PLACEHOLDERS", "true"),
+        ("HOME", "/home/u"),
+        ("CLAUDE_CONFIG_DIR", "/home/u/.claude-alt"),
+    ];
+    let dir = e.root.join("pdf-tables");
+    let want = format!(
+        "Run {}/run.sh after {}/SKILL.md; write /work/proj/out.csv; notes in /home/u/.claude-alt/n \
+         and /home/u/h. Not {{{{SKILL_DIR:../etc}}}} nor {{{{TOKEN}}}}.",
+        dir.display(),
+        e.root.join("ocr").display()
+    );
+    let cold = context_of(&e.hook(&prompt, on, &[]));
+    assert!(cold.contains(&want), "{cold}");
+    let diags = e.log().pop().unwrap()["diagnostics"].to_string();
+    assert!(
+        diags.contains("{{SKILL_DIR:../etc}} in local/pdf-tables left as written")
+            && diags.contains("{{TOKEN}} in local/pdf-tables left as written: unknown placeholder"),
+        "{diags}"
+    );
+
+    let server = Mcp::start(&e, &on[1..]);
+    let warm = context_of(&e.hook(&prompt, on, &[]));
+    assert!(
+        e.log().pop().unwrap()["elapsed_ms"].get("warm").is_some(),
+        "the warm process answered"
+    );
+    assert_eq!(warm, cold);
+    // Another workspace, another output directory (not a cached answer).
+    let elsewhere = serde_json::to_vec(&json!({"session_id": "s", "cwd": "/work/other",
+        "hook_event_name": "UserPromptSubmit", "prompt": "extract the tables from this scanned PDF"}))
+    .unwrap();
+    let other = context_of(&e.hook(&elsewhere, on, &[]));
+    assert!(other.contains("write /work/other/out.csv"), "{other}");
+    server.stop();
+}

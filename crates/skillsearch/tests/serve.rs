@@ -982,3 +982,76 @@ fn the_hook_is_answered_by_a_running_daemon() {
     assert!(d.terminate().success());
     assert!(!home.join("warm.sock").exists());
 }
+
+/// `resolve_placeholders` over HTTP, as the OpenClaw plugin asks: the request's `host` picks the
+/// state directory (`OPENCLAW_STATE_DIR`) and its `workspace` the output directory, also when
+/// `skills` names the roots; a host's own skill is expanded only when it says
+/// `pathguard_processed`; `/v1/read` expands too; each workspace gets its own answer.
+#[test]
+fn placeholders_resolve_per_host_and_workspace() {
+    let (_t, home, skills) = library();
+    let d = skills.join("csv-report");
+    fs::create_dir_all(&d).unwrap();
+    fs::write(
+        d.join("SKILL.md"),
+        "---\nname: csv-report\ndescription: Write a CSV report of sales\n---\n\n\
+         Use {{SKILL_DIR}}/gen.py; save {{OUTPUT_DIR}}/report.csv; cache {{AGENT_STATE_DIR}}/c.\n",
+    )
+    .unwrap();
+    let state = Path::new("/srv/openclaw-state");
+    let dm = Daemon::start_with_env(
+        &home,
+        &skills,
+        &[],
+        &[
+            ("SKILLSEARCH_RESOLVE_PLACEHOLDERS", Path::new("true")),
+            ("OPENCLAW_STATE_DIR", state),
+        ],
+    );
+    let req = |ws: &str| {
+        json!({
+            "query": "write a CSV report of sales", "mode": "auto", "top_k": 3, "host": "openclaw",
+            "workspace": ws, "skills": [skills],
+            "sources": [{"name": "acme", "hits": [
+                {"id": "a", "name": "sales-csv-a", "description": "CSV report of sales",
+                 "body": "acme A {{OUTPUT_DIR}}/a.csv"},
+                {"id": "b", "name": "sales-csv-b", "description": "CSV report of sales",
+                 "body": "acme B {{OUTPUT_DIR}}/b.csv", "pathguard_processed": true}
+            ]}]
+        })
+    };
+    let (st, v) = dm.post("/v1/retrieve", &req("/ws/one"));
+    assert_eq!(st, 200, "{v}");
+    let text = v["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!(
+            "Use {}/gen.py; save /ws/one/report.csv; cache /srv/openclaw-state/c.",
+            d.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("acme A {{OUTPUT_DIR}}/a.csv"),
+        "untrusted: {text}"
+    );
+    assert!(text.contains("acme B /ws/one/b.csv"), "vouched for: {text}");
+    let (_, v2) = dm.post("/v1/retrieve", &req("/ws/two"));
+    assert!(
+        v2["text"]
+            .as_str()
+            .unwrap()
+            .contains("save /ws/two/report.csv"),
+        "{v2}"
+    );
+    let (_, r) = dm.post(
+        "/v1/read",
+        &json!({"id": "csv-report", "host": "openclaw", "workspace": "/ws/one", "skills": [skills]}),
+    );
+    assert!(
+        r["text"]
+            .as_str()
+            .unwrap()
+            .contains("save /ws/one/report.csv; cache /srv/openclaw-state/c."),
+        "{r}"
+    );
+}

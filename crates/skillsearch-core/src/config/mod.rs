@@ -128,6 +128,34 @@ pub const KEYS: &[KeyDef] = &[
         doc: "First line of the rendered block.",
     },
     KeyDef {
+        name: "resolve_placeholders",
+        env: "SKILLSEARCH_RESOLVE_PLACEHOLDERS",
+        kind: Kind::Bool,
+        default: "false",
+        doc: "Replace {{SKILL_DIR}}, {{SKILL_DIR:<name>}}, {{HOME}}, {{OUTPUT_DIR}} and {{AGENT_STATE_DIR}} in local and hub skills' bodies with the host's directories; one that cannot be resolved stays as written, with a diagnostic.",
+    },
+    KeyDef {
+        name: "output_dir",
+        env: "SKILLSEARCH_OUTPUT_DIR",
+        kind: Kind::Path,
+        default: "\"\"",
+        doc: "{{OUTPUT_DIR}}. Empty: the turn's workspace (the host's working directory), else `workspace`; with neither it stays as written.",
+    },
+    KeyDef {
+        name: "home_dir",
+        env: "SKILLSEARCH_HOME_DIR",
+        kind: Kind::Path,
+        default: "\"\"",
+        doc: "{{HOME}}. Empty: the user's home directory, else the output directory.",
+    },
+    KeyDef {
+        name: "state_dir",
+        env: "SKILLSEARCH_STATE_DIR",
+        kind: Kind::Path,
+        default: "\"\"",
+        doc: "{{AGENT_STATE_DIR}}. Empty: the host's own state directory (e.g. ~/.openclaw, ~/.claude, $CODEX_HOME), else the output directory.",
+    },
+    KeyDef {
         name: "log_path",
         env: "SKILLSEARCH_LOG_PATH",
         kind: Kind::Path,
@@ -525,6 +553,9 @@ pub struct Settings {
     pub deadline_ms: u64,
     pub refresh_ms: u64,
     pub heading: String,
+    /// `resolve_placeholders`, and the directories the placeholders name (`output_dir`,
+    /// `home_dir`, `state_dir`; unset ones come from the host, turn by turn).
+    pub placeholders: Option<PathFacts>,
     /// `None`: logging is off.
     pub log_path: Option<PathBuf>,
     pub log_max_bytes: u64,
@@ -563,6 +594,31 @@ pub struct Settings {
     /// Every key's effective value (JSON) and its source, in table order.
     #[serde(skip)]
     pub effective: Vec<(&'static str, Value, Source)>,
+}
+
+/// The directories PathGuard placeholders name; `None`: not known (from these settings; the
+/// host may tell it with a turn).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PathFacts {
+    /// `{{OUTPUT_DIR}}`: where the agent writes (its workspace).
+    pub output_dir: Option<PathBuf>,
+    /// `{{HOME}}`.
+    pub home_dir: Option<PathBuf>,
+    /// `{{AGENT_STATE_DIR}}`: the host agent's own state directory.
+    pub state_dir: Option<PathBuf>,
+}
+
+impl PathFacts {
+    /// Each fact of `self`, else `other`'s.
+    pub fn or(&self, other: &PathFacts) -> PathFacts {
+        let pick = |a: &Option<PathBuf>, b: &Option<PathBuf>| a.clone().or_else(|| b.clone());
+        PathFacts {
+            output_dir: pick(&self.output_dir, &other.output_dir),
+            home_dir: pick(&self.home_dir, &other.home_dir),
+            state_dir: pick(&self.state_dir, &other.state_dir),
+        }
+    }
 }
 
 /// The OpenAI-compatible chat model.
@@ -924,6 +980,14 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         deadline_ms: int("deadline_ms") as u64,
         refresh_ms: int("refresh_ms") as u64,
         heading: text("heading"),
+        placeholders: boolean("resolve_placeholders").then(|| {
+            let dir = |k: &str| Some(text(k)).filter(|d| !d.is_empty()).map(PathBuf::from);
+            PathFacts {
+                output_dir: dir("output_dir"),
+                home_dir: dir("home_dir"),
+                state_dir: dir("state_dir"),
+            }
+        }),
         log_path: match log.as_str() {
             "off" => None,
             "" => Some(PathBuf::new()),

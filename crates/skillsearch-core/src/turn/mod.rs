@@ -10,6 +10,7 @@
 pub mod decision_log;
 pub mod embedder;
 mod pipeline;
+pub mod placeholders;
 pub mod render;
 mod report;
 pub mod tools;
@@ -43,6 +44,9 @@ pub struct Turn {
     pub deadline: Option<Instant>,
     /// Skills the host found itself this turn, fused with the local and hub hits.
     pub sources: Vec<HostSource>,
+    /// The host's directories for PathGuard placeholders (its workspace, home, state
+    /// directory); the settings' `output_dir` / `home_dir` / `state_dir` win over them.
+    pub paths: crate::config::PathFacts,
 }
 
 /// A ranked list of skills a host supplies with a turn (its own registry, a marketplace it
@@ -291,15 +295,7 @@ impl Engine {
         offset: usize,
         turn: &Turn,
     ) -> String {
-        tools::skill_read_any(
-            index,
-            &self.remote,
-            id,
-            path,
-            offset,
-            &self.settings.heading,
-            turn,
-        )
+        tools::skill_read_any(self, index, id, path, offset, turn)
     }
 
     /// Which tools this turn shows: core tools, unmanaged plugins' tools, and the tools of the
@@ -357,6 +353,22 @@ impl Engine {
             search_ms,
             plan_ms: ms_since(t),
         })
+    }
+
+    /// What PathGuard placeholders resolve to this turn, or `None` when `resolve_placeholders`
+    /// is off. Directories: the settings' own, then the host's, then `workspace` as the output
+    /// directory. Roots: `index`'s, the hub's bundle cache and the installed plugins'.
+    pub fn places(&self, index: &SkillIndex, turn: &Turn) -> Option<placeholders::Places> {
+        let configured = self.settings.placeholders.as_ref()?;
+        let facts = configured.or(&turn.paths).or(&crate::config::PathFacts {
+            output_dir: self.settings.workspace.clone(),
+            ..Default::default()
+        });
+        let mut roots: Vec<std::path::PathBuf> =
+            index.roots().0.iter().map(|r| r.path.clone()).collect();
+        roots.push(self.remote.hub_cache.clone());
+        roots.extend(self.render.plugin_dirs.values().cloned());
+        Some(placeholders::Places { facts, roots })
     }
 
     /// Whether decisions are logged.

@@ -22,6 +22,7 @@ use crate::remote::source::{RemoteHit, SkillSource};
 use crate::retrieve::semantic::SemanticSlot;
 use crate::retrieve::{Dropped, Hit, SearchOptions};
 use serde::Serialize;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -131,7 +132,7 @@ pub(super) fn run(
     st.cut_and_install(index, remote, turn);
     st.add_bundled(more)?;
     let search_ms = t.elapsed().as_secs_f64() * 1e3;
-    Ok(st.render(engine, index, guard, search_ms))
+    Ok(st.render(engine, index, turn, guard, search_ms))
 }
 
 /// A hub search's answer and how long it took.
@@ -461,9 +462,17 @@ impl<'t> TurnState<'t> {
 
     /// Stage 9: render within the token budget. The lexical relevance guard stands in for a
     /// gate that did not decide.
-    fn render(self, engine: &Engine, index: &SkillIndex, guard: bool, search_ms: f64) -> Retrieval {
+    fn render(
+        mut self,
+        engine: &Engine,
+        index: &SkillIndex,
+        turn: &Turn,
+        guard: bool,
+        search_ms: f64,
+    ) -> Retrieval {
         let t = Instant::now();
         let ro = &engine.render;
+        let places = engine.places(index, turn);
         let mut kept = Vec::with_capacity(self.cands.len());
         let mut skills = Vec::with_capacity(self.cands.len());
         let mut off_topic = Vec::new();
@@ -489,14 +498,27 @@ impl<'t> TurnState<'t> {
                 continue;
             }
             let dir = &c.hit.skill_dir;
+            let skill_dir = (!dir.as_os_str().is_empty()).then(|| dir.clone());
+            let mut body = c.body.unwrap_or_else(|| "".into());
+            if let Some(places) = &places
+                && trusted(c.remote.as_ref())
+            {
+                let (expanded, unresolved) = places.expand(&body, skill_dir.as_deref());
+                if let std::borrow::Cow::Owned(text) = expanded {
+                    body = text.into();
+                }
+                self.notes.extend(unresolved.into_iter().map(|u| {
+                    format!(
+                        "placeholder {} in {} left as written: {}",
+                        u.placeholder, c.hit.qualified_id, u.why
+                    )
+                }));
+            }
             skills.push(RenderSkill {
                 name: c.hit.name.clone(),
                 qualified_id: c.hit.qualified_id.clone(),
-                skill_dir: (!dir.as_os_str().is_empty()).then(|| dir.clone()),
-                body: render::resolve_plugin_refs(
-                    c.body.unwrap_or_else(|| "".into()),
-                    &ro.plugin_dirs,
-                ),
+                skill_dir,
+                body: render::resolve_plugin_refs(body, &ro.plugin_dirs),
             });
             kept.push(c.hit);
         }
@@ -525,6 +547,16 @@ impl<'t> TurnState<'t> {
             notes: self.notes,
             stages: self.stages,
         }
+    }
+}
+
+/// Whether PathGuard placeholders are expanded in a candidate's body: local skills (plugins'
+/// bundled ones included), hub skills, and a host's own skills only when their `meta` says
+/// `pathguard_processed: true` (the reference's rule; a marketplace's never).
+fn trusted(remote: Option<&RemoteHit>) -> bool {
+    match remote {
+        None => true,
+        Some(r) => is_hub(r) || r.meta.get("pathguard_processed") == Some(&Value::Bool(true)),
     }
 }
 

@@ -2,6 +2,7 @@
 //! descriptions, input schemas and every fixed reply. A model reads each of these strings, so
 //! each is one constant pinned by a golden test, and every host gets the same text.
 
+use super::placeholders::Places;
 use super::render::{self, RenderSkill};
 use super::{Engine, Retrieval, Turn, pipeline};
 use crate::corpus;
@@ -162,7 +163,13 @@ pub(super) fn skill_search(
 
 /// The text a `skill_read` call returns (before paging). Never fails: problems are fixed
 /// replies.
-fn skill_read(index: &SkillIndex, id: &str, path: Option<&str>, heading: &str) -> String {
+fn skill_read(
+    index: &SkillIndex,
+    id: &str,
+    path: Option<&str>,
+    heading: &str,
+    places: Option<&Places>,
+) -> String {
     let id = id.trim();
     if id.is_empty() {
         return EMPTY_ID_REPLY.to_owned();
@@ -182,6 +189,7 @@ fn skill_read(index: &SkillIndex, id: &str, path: Option<&str>, heading: &str) -
         &hit.skill_dir,
         path,
         heading,
+        places,
     )
 }
 
@@ -189,15 +197,23 @@ fn skill_read(index: &SkillIndex, id: &str, path: Option<&str>, heading: &str) -
 /// (at most [`MAX_READ_TOKENS`]): a hub skill (`hub/<id>`) is read from its installed bundle,
 /// installed first when the cache does not hold it yet.
 pub(super) fn skill_read_any(
+    engine: &Engine,
     index: &SkillIndex,
-    remote: &Remote,
     id: &str,
     path: Option<&str>,
     offset: usize,
-    heading: &str,
     turn: &Turn,
 ) -> String {
-    let text = read_whole(index, remote, id, path, heading, turn);
+    let places = engine.places(index, turn);
+    let text = read_whole(
+        index,
+        engine.remote(),
+        id,
+        path,
+        &engine.settings().heading,
+        turn,
+        places.as_ref(),
+    );
     part(&text, offset, MAX_READ_TOKENS, &TokenCounter::new())
 }
 
@@ -246,10 +262,11 @@ fn read_whole(
     path: Option<&str>,
     heading: &str,
     turn: &Turn,
+    places: Option<&Places>,
 ) -> String {
     let id = id.trim();
     let (Some(hub), Some(hub_id)) = (remote.hub(), id.strip_prefix("hub/")) else {
-        return skill_read(index, id, path, heading);
+        return skill_read(index, id, path, heading, places);
     };
     if hub_id.is_empty() {
         return unknown_id_reply(id);
@@ -260,7 +277,7 @@ fn read_whole(
             let name = corpus::load(&inst.skill_md, corpus::DEFAULT_MAX_FILE_BYTES)
                 .meta
                 .name;
-            read_skill_at(&name, id, &inst.skill_md, &inst.dir, path, heading)
+            read_skill_at(&name, id, &inst.skill_md, &inst.dir, path, heading, places)
         }
         Err(crate::Error::HubStatus { status: 404, .. }) => unknown_id_reply(id),
         Err(e) => {
@@ -279,11 +296,22 @@ fn read_skill_at(
     dir: &Path,
     path: Option<&str>,
     heading: &str,
+    places: Option<&Places>,
 ) -> String {
     if let Some(rel) = path.map(str::trim).filter(|p| !p.is_empty()) {
         return read_file(dir, qualified_id, rel);
     }
-    let body = corpus::load(skill_md, corpus::DEFAULT_MAX_FILE_BYTES).body;
+    let mut body = corpus::load(skill_md, corpus::DEFAULT_MAX_FILE_BYTES).body;
+    if let Some(places) = places {
+        let (expanded, unresolved) = places.expand(&body, Some(dir));
+        for u in &unresolved {
+            tracing::warn!(target: "tools", id = qualified_id, placeholder = %u.placeholder,
+                why = u.why, "placeholder left as written");
+        }
+        if let std::borrow::Cow::Owned(text) = expanded {
+            body = text;
+        }
+    }
     let skill = RenderSkill {
         name: name.to_owned(),
         qualified_id: qualified_id.to_owned(),

@@ -16,7 +16,7 @@
 mod skills;
 pub(crate) mod transport;
 
-use crate::context::{open_index_held, roots_of};
+use crate::context::{open_index_held, process_paths, roots_of};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
     GetSkillRequestParams, GetSkillResult, Implementation, ListResourcesResult, ListSkillsResult,
@@ -102,7 +102,16 @@ impl McpState {
         let started = Instant::now();
         let deadline = started + Duration::from_millis(req.deadline_ms.min(s.deadline_ms));
         let query: String = req.query.chars().take(MAX_QUERY_CHARS).collect();
-        match self.with_index(|idx| self.engine.retrieve(idx, &query, &Turn::until(deadline))) {
+        match self.with_index(|idx| {
+            self.engine.retrieve(
+                idx,
+                &query,
+                &Turn {
+                    paths: req.paths,
+                    ..Turn::until(deadline)
+                },
+            )
+        }) {
             Ok(Ok(r)) => {
                 let mut d = Decision::new("hook", &req.host, "auto", &query).with_retrieval(&r);
                 d.elapsed_ms.insert("total".into(), turn::ms_since(started));
@@ -218,7 +227,10 @@ impl SkillServer {
         let deadline = Duration::from_millis(state.engine.settings().deadline_ms);
         let work = tokio::task::spawn_blocking(move || {
             let engine = &state.engine;
-            let turn = Turn::until(started + deadline);
+            let turn = Turn {
+                paths: process_paths(),
+                ..Turn::until(started + deadline)
+            };
             let mut decision;
             let reply = if name_owned == tools::SKILL_SEARCH {
                 let query = text_arg(&args, "query");

@@ -13,7 +13,7 @@ mod run_queue;
 mod watch;
 mod workspaces;
 
-use crate::context::{open_index_held, roots_of};
+use crate::context::{host_paths, open_index_held, roots_of};
 use crate::warm;
 use anyhow::{Context, bail};
 use axum::extract::rejection::JsonRejection;
@@ -27,6 +27,7 @@ use reply::{RetrieveReply, Text};
 use run_queue::RunQueue;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use skillsearch_core::config::PathFacts;
 use skillsearch_core::config::{Mode, Settings};
 use skillsearch_core::index::{Refresh, SkillIndex};
 use skillsearch_core::turn::decision_log::{Decision, LoggedHit};
@@ -64,7 +65,8 @@ impl Warm for Workspace {
 /// answer is reused only while the index generation it was computed on is current.
 type AnswerCache = skillsearch_core::index::fifo::FifoCache<CacheKey, Answer>;
 
-/// Roots, query, mode, top_k, search tool, index generation, semantic ready, agent tools.
+/// Roots, query, mode, top_k, search tool, index generation, semantic ready, agent tools, the
+/// host's directories (when placeholders are resolved).
 type CacheKey = (
     Vec<PathBuf>,
     String,
@@ -74,6 +76,7 @@ type CacheKey = (
     u64,
     bool,
     Option<Vec<String>>,
+    Option<PathFacts>,
 );
 pub(crate) type Answer = Arc<(String, Option<Retrieval>)>;
 
@@ -170,6 +173,9 @@ pub struct RetrieveReq {
     /// Set for the hook's turns over the warm socket: the hook logs them itself.
     #[serde(skip)]
     unlogged: bool,
+    /// The hook's own [`host_paths`] (warm socket), used instead of `host` and `workspace`.
+    #[serde(skip)]
+    paths: Option<PathFacts>,
 }
 
 /// A host-supplied source: a name, a fusion weight and its hits, best first.
@@ -196,6 +202,10 @@ pub struct SourceHitReq {
     pub body: String,
     #[serde(default)]
     pub skill_dir: Option<PathBuf>,
+    /// The host vouches for this skill's paths: its PathGuard placeholders may be resolved
+    /// (`resolve_placeholders`; a host's skills are otherwise left as written).
+    #[serde(default)]
+    pub pathguard_processed: bool,
 }
 
 /// Most host sources per request, and hits read from each.
@@ -240,6 +250,9 @@ pub fn host_sources(reqs: Vec<SourceReq>) -> Result<Vec<HostSource>, ApiError> {
                 let mut meta = json!({"source": name});
                 if let Some(d) = h.skill_dir.filter(|d| d.is_absolute() && d.is_dir()) {
                     meta["skill_dir"] = json!(d);
+                }
+                if h.pathguard_processed {
+                    meta["pathguard_processed"] = json!(true);
                 }
                 RemoteHit {
                     qualified_id: format!("{name}/{}", h.id.trim()),
@@ -508,6 +521,9 @@ impl App {
             tools: agent_tools.clone(),
             deadline: Some(started + self.deadline()),
             sources: host_sources(req.sources)?,
+            paths: req.paths.clone().unwrap_or_else(|| {
+                host_paths(req.host.as_deref().unwrap_or(""), req.workspace.as_deref())
+            }),
         };
         // Host-supplied skills differ turn by turn: such answers are not cached.
         let cacheable = turn.sources.is_empty();
@@ -538,6 +554,12 @@ impl App {
                     .is_some_and(|s| s.coverage(&idx).is_ok_and(|c| c.complete())),
                 // The gate judges skills against the agent's tools.
                 agent_tools.filter(|_| app.engine.remote().gate_on()),
+                // Placeholders resolve to the host's directories.
+                app.engine
+                    .settings()
+                    .placeholders
+                    .as_ref()
+                    .map(|_| turn.paths.clone()),
             );
             if let Some(hit) = app.cached(cacheable, &key) {
                 return anyhow::Ok(hit);
@@ -675,6 +697,7 @@ impl App {
         let q = RetrieveReq {
             query: req.query,
             host: Some(host.clone()),
+            paths: Some(req.paths),
             unlogged: true,
             ..RetrieveReq::default()
         };
@@ -718,9 +741,13 @@ impl App {
         let ws = self.workspace(roots);
         let app = self.clone();
         let (id, path, offset) = (req.id.clone(), req.path.clone(), req.offset);
+        let (req_host, req_workspace) = (req.host.clone(), req.workspace.clone());
         let work = async move {
             let idx = app.index(&ws).await?;
-            let turn = Turn::until(started + app.deadline());
+            let turn = Turn {
+                paths: host_paths(req_host.as_deref().unwrap_or(""), req_workspace.as_deref()),
+                ..Turn::until(started + app.deadline())
+            };
             anyhow::Ok(
                 tokio::task::spawn_blocking(move || {
                     app.engine
@@ -1277,7 +1304,17 @@ mod tests {
     use std::sync::Arc;
 
     fn key(q: &str) -> CacheKey {
-        (Vec::new(), q.to_owned(), "auto", 3, false, 1, false, None)
+        (
+            Vec::new(),
+            q.to_owned(),
+            "auto",
+            3,
+            false,
+            1,
+            false,
+            None,
+            None,
+        )
     }
 
     #[test]
