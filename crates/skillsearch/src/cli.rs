@@ -343,6 +343,14 @@ enum ConfigCommand {
     },
     /// The JSON Schema of config.toml, as host manifests embed it
     Schema,
+    /// Print the config.toml for a configuration written for the reference system (its Python
+    /// SearchConfig, or the OpenClaw / WorkBuddy / Hermes / Raven / DeepSeek Harness plugin config,
+    /// also inside openclaw.json), as JSON, JSON5, TOML or YAML. Keys without a meaning here are
+    /// listed as comments with the reason; unknown keys are errors. Nothing is written.
+    Import {
+        /// The file to convert
+        file: PathBuf,
+    },
 }
 
 pub fn run() -> ExitCode {
@@ -675,6 +683,19 @@ fn dispatch(cli: Cli) -> Result<u8> {
             crate::setup::run_setup(&mut out, host, &req, dry_run)
         }
         Command::Doctor { host, json } => crate::setup::run_doctor(&mut out, host, &home, json),
+        Command::Config {
+            command: ConfigCommand::Import { file },
+        } => {
+            let text = crate::context::read_config(&file)?;
+            let user_home = std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from);
+            let imported =
+                config::import::import(&file.display().to_string(), &text, user_home.as_deref())
+                    .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            out.line(imported.toml.trim_end())?;
+            Ok(0)
+        }
         Command::Config {
             command: ConfigCommand::Schema,
         } => {

@@ -52,7 +52,7 @@ impl Flags {
 
 /// The text of the config file at `path`. Only a regular file is read, without blocking: a
 /// FIFO there would hang every command (and the hook) until something wrote to it.
-fn read_config(path: &Path) -> Result<String> {
+pub(crate) fn read_config(path: &Path) -> Result<String> {
     skillsearch_core::fsio::read_regular_string(path).map_err(|e| {
         if skillsearch_core::fsio::is_not_regular(&e) {
             anyhow::anyhow!(

@@ -604,3 +604,62 @@ fn names_with_escapes_and_newlines_print_as_one_line() {
     let out = e.run(&["log", "tail"]);
     clean("log tail", &stdout(&out));
 }
+
+/// `config import`: an OpenClaw document written for the reference system becomes a
+/// config.toml the binary reads (`config show --config` takes it as is); an unknown key is an
+/// error naming it, and nothing is written either way.
+#[test]
+fn config_import_prints_a_config_the_binary_reads() {
+    let e = Env::new();
+    let src = e.home.parent().unwrap().join("openclaw.json");
+    fs::write(
+        &src,
+        r#"{"plugins": {"entries": {"skillsearch": {"config": {
+            "mode": "auto", "skillsDirs": ["/srv/skills"], "topK": 3, "timeoutMs": 6000,
+            "bundleCacheDir": "/tmp/b", "resolvePlaceholders": true}}}}}"#,
+    )
+    .unwrap();
+    let out = e.run(&["config", "import", src.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let toml = stdout(&out);
+    assert!(toml.contains("skills = [\"/srv/skills\"]\n"), "{toml}");
+    assert!(
+        toml.contains("# bundleCacheDir: hub bundles are installed under"),
+        "{toml}"
+    );
+    assert!(
+        !e.home.join("config.toml").exists(),
+        "import writes nothing"
+    );
+
+    let cfg = e.home.parent().unwrap().join("imported.toml");
+    fs::write(&cfg, &toml).unwrap();
+    let show = e.run(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "config",
+        "show",
+        "--json",
+    ]);
+    assert_eq!(show.status.code(), Some(0), "{show:?}");
+    let v: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let text = v.to_string();
+    for want in [
+        r#""mode""#,
+        r#""auto""#,
+        r#""deadline_ms""#,
+        "6000",
+        "/srv/skills",
+    ] {
+        assert!(text.contains(want), "{want} in {text}");
+    }
+
+    fs::write(&src, r#"{"topK": 3, "colour": "red"}"#).unwrap();
+    let bad = e.run(&["config", "import", src.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("unknown key `colour`") && err.contains("openclaw.json"),
+        "{err}"
+    );
+}

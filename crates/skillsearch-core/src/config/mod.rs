@@ -5,6 +5,8 @@
 //! Nothing here reads the process environment or the disk: the caller passes the file text and
 //! the environment in, so every rule is testable.
 
+pub mod import;
+
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
