@@ -466,3 +466,116 @@ fn setup_keeps_the_users_keys_in_the_server_entry() {
         );
     }
 }
+
+/// A stand-in for `openclaw` whose `plugins install` does what OpenClaw 2026.9's installer does
+/// to the config of a context-engine plugin: takes `plugins.slots.contextEngine`.
+fn fake_openclaw(h: &Home) -> PathBuf {
+    let bin = h.home.join("bin/openclaw");
+    h.write(
+        "bin/openclaw",
+        "#!/usr/bin/env python3\nimport json, os, sys\n\
+         if sys.argv[1:] == ['--version']:\n    print('OpenClaw 2026.9.6 (test)'); sys.exit(0)\n\
+         p = os.environ['OPENCLAW_CONFIG_PATH']\nc = json.load(open(p))\n\
+         c.setdefault('plugins', {}).setdefault('slots', {})['contextEngine'] = 'skillsearch'\n\
+         json.dump(c, open(p, 'w'))\n",
+    );
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// Another context engine holds OpenClaw's slot: `auto` setup stops and names it, changing
+/// nothing; `replace_context_engine=false` keeps it (even though OpenClaw's installer takes the
+/// slot, setup puts it back) and doctor names the hook route; `=true` takes it and says what it
+/// was; `on_demand` keeps it without asking. A free slot is taken as before.
+#[test]
+fn openclaw_setup_never_evicts_another_context_engine_silently() {
+    let h = Home::new();
+    let fake = fake_openclaw(&h);
+    let cfg_text = r#"{"plugins": {"slots": {"contextEngine": "lossless-claw"}}}"#;
+    h.write(".openclaw/openclaw.json", cfg_text);
+    let skills = h.skills.to_string_lossy().into_owned();
+    let oc = format!("openclaw={}", fake.display());
+    let setup = |mode: &str, extra: &[&str]| {
+        let mut a = vec![
+            "setup", "openclaw", "--mode", mode, "--skills", &skills, "--set", &oc,
+        ];
+        a.extend_from_slice(extra);
+        h.run(&a)
+    };
+    let slot = || h.json(".openclaw/openclaw.json")["plugins"]["slots"]["contextEngine"].clone();
+
+    let refused = setup("auto", &[]);
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("`lossless-claw`")
+            && err.contains("--set replace_context_engine=true")
+            && err.contains("--set replace_context_engine=false"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(h.path(".openclaw/openclaw.json")).unwrap(),
+        cfg_text,
+        "nothing written"
+    );
+
+    let kept = setup("auto", &["--set", "replace_context_engine=false"]);
+    assert!(
+        kept.status.success(),
+        "{}",
+        String::from_utf8_lossy(&kept.stderr)
+    );
+    let out = String::from_utf8_lossy(&kept.stdout);
+    assert_eq!(slot(), "lossless-claw", "{out}");
+    assert!(
+        out.contains("Restored plugins.slots.contextEngine = \"lossless-claw\"")
+            && out.contains("before_prompt_build hook"),
+        "{out}"
+    );
+    let (_, v) = h.doctor("openclaw");
+    let route = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "route")
+        .unwrap()
+        .clone();
+    assert_eq!(route["status"], "warn", "{route}");
+    assert!(
+        route["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("before_prompt_build")
+            || route.to_string().contains("before_prompt_build"),
+        "{route}"
+    );
+
+    let od = setup("on_demand", &[]);
+    assert!(
+        od.status.success(),
+        "{}",
+        String::from_utf8_lossy(&od.stderr)
+    );
+    assert_eq!(slot(), "lossless-claw");
+
+    let taken = setup("auto", &["--set", "replace_context_engine=true"]);
+    assert!(
+        taken.status.success(),
+        "{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+    assert_eq!(slot(), "skillsearch");
+    assert!(
+        String::from_utf8_lossy(&taken.stdout)
+            .contains("was `lossless-claw`; it is now `skillsearch`")
+    );
+    let (_, v) = h.doctor("openclaw");
+    assert!(
+        v.to_string().contains("skillsearch's context engine"),
+        "{v}"
+    );
+
+    let bad = setup("auto", &["--set", "replace_context_engine=maybe"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -294,3 +294,68 @@ def test_catalog_handover_shrinks_the_system_prompt(oc):
         assert "skill_search" in tools_of(after[0])
     finally:
         oc.edit(lambda c: c["agents"]["defaults"].pop("skills", None))
+
+
+def test_setup_never_evicts_another_context_engine(oc):
+    """Issue 22 item 3: another context engine holds the slot. `auto` setup stops and names it;
+    `replace_context_engine=false` keeps it, also across OpenClaw's own installer (which takes the
+    slot for any context-engine plugin), skills arrive through the before_prompt_build hook and
+    doctor names that route; `=true` takes the slot back."""
+    if oc.version < (2026, 8):
+        pytest.skip("OpenClaw 2026.7 has no context engines, so no slot to hold")
+    other = oc.root / "plugins" / "other-engine"
+    write(other / "package.json", """
+        {"name": "other-engine", "version": "0.0.1", "type": "module",
+         "openclaw": {"extensions": ["./index.js"]}}
+        """)
+    write(other / "openclaw.plugin.json", """
+        {"id": "other-engine", "name": "Other engine", "kind": "context-engine",
+         "configSchema": {"type": "object", "additionalProperties": false}}
+        """)
+    write(other / "index.js", """
+        export default { id: "other-engine", name: "Other engine", register(api) {
+          api.registerContextEngine("other-engine", () => ({
+            info: { id: "other-engine", name: "Other engine", ownsCompaction: false,
+              transcriptSemantics: { currentTurnFence: "before-current-turn-entry-v1",
+                                     turnAdvancementIdempotency: "atomic-idempotent-v1" } },
+            async ingest() { return { ingested: false }; },
+            async assemble(p) { return { messages: p.messages, estimatedTokens: 0,
+                                         systemPromptAddition: "OTHER-ENGINE-WAS-HERE" }; },
+            async compact() { return { ok: false, compacted: false, reason: "test" }; },
+            async commitTurn() { return { status: "committed" }; },
+          }));
+        } };
+        """)
+    consent = ["--force", "--accept-capabilities"] if oc.version >= (2026, 8) else []
+    oc.run("openclaw", "plugins", "install", "-l", str(other), *consent)
+    oc.edit(lambda c: c["plugins"].setdefault("slots", {}).update(contextEngine="other-engine"))
+    slot = lambda: json.loads(oc.config.read_text())["plugins"]["slots"]["contextEngine"]  # noqa: E731
+    try:
+        refused = oc.skillsearch("setup", "openclaw", "--mode", "auto", check=False)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "`other-engine`" in refused.stderr and "replace_context_engine=true" in refused.stderr
+        assert slot() == "other-engine"
+
+        # Changed plugin files make setup run OpenClaw's installer again.
+        index = oc.home / "openclaw" / "plugin" / "index.js"
+        index.write_text(index.read_text() + "\n// changed\n")
+        kept = oc.skillsearch("setup", "openclaw", "--mode", "auto", "--set", "replace_context_engine=false")
+        assert "Running:" in kept.stdout, kept.stdout
+        assert slot() == "other-engine", kept.stdout
+        doc = json.loads(oc.skillsearch("doctor", "openclaw", "--json", check=False).stdout)
+        route = [c for c in doc["checks"] if c["name"] == "route"][0]
+        assert route["status"] == "warn" and "before_prompt_build" in json.dumps(route), route
+
+        p, reqs = oc.turn(DECK_PROMPT)
+        assert p.returncode == 0, p.stderr[-3000:]
+        body = reqs[0]
+        assert "OTHER-ENGINE-WAS-HERE" in system_of(body), "the other engine did not run the turn"
+        current = json.dumps([m for m in body["messages"] if m["role"] == "user" and DECK_PROMPT in json.dumps(m)])
+        assert FACT in current, "the prompt hook did not prepend the skill"
+
+        taken = oc.skillsearch("setup", "openclaw", "--mode", "auto", "--set", "replace_context_engine=true")
+        assert slot() == "skillsearch", taken.stdout
+        assert "was `other-engine`" in taken.stdout
+    finally:
+        oc.edit(lambda c: c["plugins"]["slots"].update(contextEngine="skillsearch"))
+        oc.edit(lambda c: c["plugins"]["entries"].pop("other-engine", None))

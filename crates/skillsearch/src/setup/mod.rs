@@ -134,6 +134,56 @@ pub struct SetupPlan {
     pub commands: Vec<Command>,
     /// Lines printed after the diff (what was chosen and why, what to run next).
     pub notes: Vec<String>,
+    /// Values a command may overwrite that must hold afterwards, restored after the commands
+    /// run (OpenClaw's installer takes the context-engine slot for any context-engine plugin).
+    pub pins: Vec<Pin>,
+}
+
+/// A value at a key path of a JSON file (JSON5 read) that setup decided on.
+#[derive(Debug, Clone)]
+pub struct Pin {
+    pub file: PathBuf,
+    pub path: Vec<String>,
+    pub value: Value,
+}
+
+impl Pin {
+    /// Puts the value back when a command changed it; says so. Nothing when it held.
+    fn restore(&self, stamp: &str) -> Result<Option<String>> {
+        let Some(text) = read_optional(&self.file)? else {
+            return Ok(None);
+        };
+        let mut doc: Value = serde_json::from_str(&text)
+            .or_else(|_| json5::from_str(&text))
+            .with_context(|| {
+                format!(
+                    "{} is not valid JSON5 after the host's command",
+                    self.file.display()
+                )
+            })?;
+        let keys: Vec<&str> = self.path.iter().map(String::as_str).collect();
+        let was = get_path(&doc, &keys).cloned();
+        if was.as_ref() == Some(&self.value) {
+            return Ok(None);
+        }
+        set_path(&mut doc, &keys, self.value.clone())?;
+        write_change(
+            &FileChange {
+                path: self.file.clone(),
+                before: Some(text),
+                after: to_json_text(&doc),
+                executable: false,
+            },
+            stamp,
+        )?;
+        Ok(Some(format!(
+            "Restored {} = {} in {} (the host's command had set it to {})",
+            self.path.join("."),
+            self.value,
+            self.file.display(),
+            was.map_or_else(|| "nothing".to_owned(), |v| v.to_string())
+        )))
+    }
 }
 
 /// Reads a file that may not exist yet.
@@ -200,6 +250,13 @@ pub fn apply(out: &mut Out, plan: &SetupPlan, dry_run: bool) -> Result<()> {
                 String::from_utf8_lossy(&res.stderr).trim(),
                 String::from_utf8_lossy(&res.stdout).trim()
             );
+        }
+    }
+    if !dry_run && !plan.commands.is_empty() {
+        for pin in &plan.pins {
+            if let Some(line) = pin.restore(&stamp)? {
+                out.line(&line)?;
+            }
         }
     }
     if dry_run && (!pending.is_empty() || !plan.commands.is_empty()) {

@@ -128,7 +128,40 @@ pub fn read_config(path: &Path) -> Result<(Option<String>, Value)> {
 }
 
 fn known_options() -> &'static [&'static str] {
-    &["config", "state_dir", "openclaw", "catalog"]
+    &[
+        "config",
+        "state_dir",
+        "openclaw",
+        "catalog",
+        "replace_context_engine",
+    ]
+}
+
+/// The context engine that holds `plugins.slots.contextEngine`, unless it is OpenClaw's own
+/// (`legacy`, or unset) or ours.
+pub fn other_context_engine(cfg: &Value) -> Option<String> {
+    get_path(cfg, &["plugins", "slots", "contextEngine"])
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|h| !h.is_empty() && *h != "legacy" && *h != PLUGIN_ID)
+        .map(String::from)
+}
+
+/// Whether setup takes the context-engine slot. A free slot (unset, `legacy`) is taken in both
+/// modes: in `auto` the engine injects the skills, in `on_demand` it learns the turn's tools so
+/// they can be narrowed. Another engine's slot is never taken silently: in `on_demand` it is
+/// kept (no slot is needed there), in `auto` setup stops and names it unless
+/// `replace_context_engine` says what to do (`true`: take it; `false`: keep it and inject
+/// through the `before_prompt_build` hook).
+fn take_slot(holder: Option<&str>, mode: &str, replace: Option<bool>) -> Result<bool> {
+    Ok(match (holder, mode, replace) {
+        (None, _, _) => true,
+        (Some(_), _, Some(take)) => take,
+        (Some(_), "on_demand", None) => false,
+        (Some(other), _, None) => bail!(
+            "plugins.slots.contextEngine is `{other}`: OpenClaw runs one context engine, and setup will not take the slot from `{other}` silently. Run again with --set replace_context_engine=true to make skillsearch the context engine (`{other}` stays installed; the backup keeps the old value), or with --set replace_context_engine=false to keep `{other}` and inject skills through the before_prompt_build hook (tools are then not narrowed: only a context engine learns the turn's tool list)"
+        ),
+    })
 }
 
 /// OpenClaw's own skill roots for the default agent, highest precedence first (the order of
@@ -249,11 +282,6 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
         ],
         json!(true),
     )?;
-    set_path(
-        &mut cfg,
-        &["plugins", "slots", "contextEngine"],
-        json!(PLUGIN_ID),
-    )?;
     let mut pc = get_path(&cfg, &[entry[0], entry[1], entry[2], "config"])
         .and_then(Value::as_object)
         .cloned()
@@ -263,6 +291,45 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
         .clone()
         .or_else(|| pc.get("mode").and_then(Value::as_str).map(String::from))
         .unwrap_or_else(|| "on_demand".into());
+    let replace = match req
+        .options
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "replace_context_engine")
+        .map(|(_, v)| v.as_str())
+    {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(other) => {
+            bail!("--set replace_context_engine={other}: expected true or false")
+        }
+    };
+    let holder = other_context_engine(&cfg);
+    let slot = ["plugins", "slots", "contextEngine"];
+    if take_slot(holder.as_deref(), &mode, replace)? {
+        set_path(&mut cfg, &slot, json!(PLUGIN_ID))?;
+        if let Some(other) = &holder {
+            plan.notes.push(format!(
+                "plugins.slots.contextEngine was `{other}`; it is now `{PLUGIN_ID}` (the backup of the config keeps the old value)."
+            ));
+        }
+    } else if let Some(other) = &holder {
+        // OpenClaw's installer sets the slot for a context-engine plugin: put it back after.
+        plan.pins.push(super::Pin {
+            file: paths.config.clone(),
+            path: slot.iter().map(|s| s.to_string()).collect(),
+            value: json!(other),
+        });
+        plan.notes.push(format!(
+            "plugins.slots.contextEngine stays `{other}`: {}",
+            if mode == "auto" {
+                "skills are injected through the before_prompt_build hook, and tools are not narrowed (only a context engine learns the turn's tool list)"
+            } else {
+                "on_demand needs no slot; tools are not narrowed (only a context engine learns the turn's tool list)"
+            }
+        ));
+    }
     pc.insert("mode".into(), json!(mode));
     pc.insert("binary".into(), json!(req.binary.display().to_string()));
     pc.insert("home".into(), json!(req.home.display().to_string()));
@@ -544,19 +611,32 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
     ];
     checks.extend(doctor::eval_all(specs));
     let slot = get_path(&cfg, &["plugins", "slots", "contextEngine"]).and_then(Value::as_str);
-    match (slot, mode.as_str()) {
-        (Some(PLUGIN_ID), _) => checks.push(Check::ok("context engine slot", "plugins.slots.contextEngine = skillsearch")),
-        (other, "auto") => checks.push(Check::fail(
-            "context engine slot",
-            format!("plugins.slots.contextEngine is {}: skills reach the model through the prompt hook only", other.unwrap_or("unset (legacy)")),
-            fix_setup,
-        )),
-        (other, _) => checks.push(Check::warn(
-            "context engine slot",
-            format!("plugins.slots.contextEngine is {}: without it the turn's tool list is unknown, so tools are not narrowed", other.unwrap_or("unset (legacy)")),
-            fix_setup,
-        )),
-    }
+    let held = match slot {
+        Some(PLUGIN_ID) => None,
+        Some(other) => Some(format!("`{other}`")),
+        None => Some("unset (legacy)".to_owned()),
+    };
+    let take = "skillsearch setup openclaw --set replace_context_engine=true";
+    checks.push(match (held, mode.as_str()) {
+        (None, "auto") => Check::ok(
+            "route",
+            "auto: skills are injected by skillsearch's context engine (plugins.slots.contextEngine = skillsearch), tools narrowed to the turn's",
+        ),
+        (None, _) => Check::ok(
+            "route",
+            "on_demand: skill_search / skill_read tools; skillsearch's context engine learns the turn's tools, so they are narrowed",
+        ),
+        (Some(holder), "auto") => Check::warn(
+            "route",
+            format!("auto: skills are injected by the before_prompt_build hook (plugins.slots.contextEngine is {holder}); tools are not narrowed, since only a context engine learns the turn's tool list"),
+            if slot.is_some_and(|s| s != "legacy") { take } else { fix_setup },
+        ),
+        (Some(holder), _) => Check::warn(
+            "route",
+            format!("on_demand: skill_search / skill_read tools (plugins.slots.contextEngine is {holder}); tools are not narrowed, since only a context engine learns the turn's tool list"),
+            if slot.is_some_and(|s| s != "legacy") { take } else { fix_setup },
+        ),
+    });
     // Our config against the manifest's schema: an undeclared key or a bad value makes OpenClaw
     // refuse the whole plugin config.
     let problems = validate_config(&pc);
