@@ -544,7 +544,8 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Command::Show { id, roots, json } => {
             let s = settings(&home, cfg, Flags::default().roots(&roots))?;
             let refresh = Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms));
-            cmd_show(&mut out, &home, &roots_of(&s)?, &id, refresh, json)
+            let gate = EligibilityEnv::for_settings(&s);
+            cmd_show(&mut out, &home, &roots_of(&s)?, &id, refresh, json, &gate)
         }
         Command::Stats {
             roots,
@@ -562,7 +563,16 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 Some(path) => Some(tool_funnel(&home, &s, path)?),
                 None => None,
             };
-            cmd_stats(&mut out, &home, &roots_of(&s)?, s.top_k, funnel, json)
+            let gate = EligibilityEnv::for_settings(&s);
+            cmd_stats(
+                &mut out,
+                &home,
+                &roots_of(&s)?,
+                s.top_k,
+                funnel,
+                json,
+                &gate,
+            )
         }
         Command::Eval {
             roots,
@@ -1027,7 +1037,7 @@ fn cmd_search(
         out.line(&r.text)?;
         return Ok(0);
     }
-    let result = idx.search_with(query, opts, &EligibilityEnv::from_process(), Some(&slot))?;
+    let result = idx.search_with(query, opts, &EligibilityEnv::for_settings(s), Some(&slot))?;
     let code = if result.hits.is_empty() {
         EXIT_NO_HITS
     } else {
@@ -1077,6 +1087,7 @@ fn cmd_show(
     id: &str,
     refresh: Refresh,
     json: bool,
+    gate: &EligibilityEnv,
 ) -> Result<u8> {
     let (idx, _) = open_index(home, roots, refresh)?;
     let Some(hit) = idx.get(id)? else {
@@ -1094,7 +1105,7 @@ fn cmd_show(
     };
     let rendered = render::render(&[skill], render::HEADING, None, &TokenCounter::new());
     if json {
-        let eligibility = EligibilityEnv::from_process().check(&hit.meta).err();
+        let eligibility = gate.check(&hit.meta).err();
         let v = serde_json::json!({
             "hit": hit,
             "metadata": hit.meta,
@@ -1154,7 +1165,7 @@ fn tool_funnel(home: &Path, s: &Settings, tools: &Path) -> Result<(usize, usize,
         &roots_of(s)?,
         Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms)),
     )?;
-    let gate = EligibilityEnv::from_process();
+    let gate = EligibilityEnv::for_settings(s);
     let managed = idx.managed_plugins(&gate)?;
     let p = plan::plan(
         &[],
@@ -1178,10 +1189,10 @@ fn cmd_stats(
     top_k: usize,
     funnel: Option<(usize, usize, usize)>,
     json: bool,
+    gate: &EligibilityEnv,
 ) -> Result<u8> {
     let (idx, _) = open_index(home, roots, Refresh::Always)?;
     let keys = idx.doc_keys()?;
-    let gate = EligibilityEnv::from_process();
     let skills = idx.skills()?;
     let mut excluded: BTreeMap<String, usize> = BTreeMap::new();
     let mut excluded_skills = Vec::new();

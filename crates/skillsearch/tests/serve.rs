@@ -1055,3 +1055,76 @@ fn placeholders_resolve_per_host_and_workspace() {
         "{r}"
     );
 }
+
+/// The tool-visibility pattern: a skill that `requires.config` its plugin to be enabled is held
+/// back until OpenClaw's config (found through `OPENCLAW_STATE_DIR`, as OpenClaw finds it)
+/// enables the plugin, and is served as soon as it does, without a restart and without a cached
+/// answer from before; a broken config keeps the last good read, with a diagnostic.
+#[test]
+fn requires_config_is_judged_against_the_openclaw_config_as_it_changes() {
+    let (t, home, skills) = library();
+    let d = skills.join("bigdata-report");
+    fs::create_dir_all(&d).unwrap();
+    fs::write(
+        d.join("SKILL.md"),
+        "---\nname: bigdata-report\ndescription: Report cluster job failures from the bigdata platform\n\
+         metadata:\n  openclaw:\n    requires:\n      config: [plugins.entries.bigdata-platform.enabled]\n\
+             activates:\n      plugins: [bigdata-platform]\n---\n\nUse the BIGDATA tools.\n",
+    )
+    .unwrap();
+    let state = t.path().join("openclaw-state");
+    fs::create_dir_all(&state).unwrap();
+    let dm = Daemon::start_with_env(
+        &home,
+        &skills,
+        &[],
+        &[
+            ("OPENCLAW_STATE_DIR", &state),
+            ("OPENCLAW_CONFIG_PATH", Path::new("")),
+        ],
+    );
+    let ask = || {
+        let (st, v) = dm.post(
+            "/v1/retrieve",
+            &json!({"query": "report cluster job failures on the bigdata platform", "mode": "auto"}),
+        );
+        assert_eq!(st, 200, "{v}");
+        v
+    };
+    let v = ask();
+    assert!(!v["text"].as_str().unwrap().contains("BIGDATA"), "{v}");
+    assert!(
+        v["dropped"]
+            .to_string()
+            .contains("plugins.entries.bigdata-platform.enabled"),
+        "{v}"
+    );
+
+    let cfg = state.join("openclaw.json");
+    fs::write(
+        &cfg,
+        r#"{"plugins": {"entries": {"bigdata-platform": {"enabled": true}}}}"#,
+    )
+    .unwrap();
+    let v = ask();
+    assert!(v["text"].as_str().unwrap().contains("BIGDATA"), "{v}");
+
+    fs::write(&cfg, "{plugins: ").unwrap();
+    let v = ask();
+    assert!(
+        v["text"].as_str().unwrap().contains("BIGDATA"),
+        "last good read: {v}"
+    );
+    assert!(
+        v["diagnostics"].to_string().contains("not valid JSON5"),
+        "{v}"
+    );
+
+    fs::write(
+        &cfg,
+        r#"{"plugins": {"entries": {"bigdata-platform": {"enabled": false}}}}"#,
+    )
+    .unwrap();
+    let v = ask();
+    assert!(!v["text"].as_str().unwrap().contains("BIGDATA"), "{v}");
+}

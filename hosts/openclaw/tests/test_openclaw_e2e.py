@@ -132,6 +132,8 @@ def oc(tmp_path_factory):
             description: Query inventory levels in the warehouse database and report stock shortages
             metadata:
               openclaw:
+                requires:
+                  config: ["plugins.entries.demo-warehouse.enabled"]
                 activates:
                   plugins: ["demo-warehouse"]
             ---
@@ -184,6 +186,8 @@ def test_p1_p6_auto_injects_the_skill_and_shows_activated_tools(oc):
         # Between OpenClaw's stable (cacheable) block and its per-turn dynamic block.
         assert system.index("<!-- /openclaw:attempt:STABLE -->") < system.index(FACT) < system.index("<!-- openclaw:attempt:DYNAMIC -->")
     assert offers(body, "warehouse_query"), "the activated plugin's tool is missing on its turn"
+    # It `requires.config` its plugin enabled: judged against the config OpenClaw runs under.
+    assert "reorder point" in system, "the skill gated on plugins.entries.demo-warehouse.enabled was held back"
 
 
 def test_p1_auto_without_our_context_engine_uses_the_prompt_hook(oc):

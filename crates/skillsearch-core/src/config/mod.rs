@@ -130,6 +130,13 @@ pub const KEYS: &[KeyDef] = &[
         doc: "First line of the rendered block.",
     },
     KeyDef {
+        name: "host_config",
+        env: "SKILLSEARCH_HOST_CONFIG",
+        kind: Kind::Path,
+        default: "\"\"",
+        doc: "The host's config document (JSON or JSON5) that skills' `requires.config` and `skills.entries` are judged against, re-read when it changes. Empty: OpenClaw's ($OPENCLAW_CONFIG_PATH, else $OPENCLAW_STATE_DIR/openclaw.json, else ~/.openclaw/openclaw.json); a missing file is no config. \"off\": none.",
+    },
+    KeyDef {
         name: "resolve_placeholders",
         env: "SKILLSEARCH_RESOLVE_PLACEHOLDERS",
         kind: Kind::Bool,
@@ -555,6 +562,8 @@ pub struct Settings {
     pub deadline_ms: u64,
     pub refresh_ms: u64,
     pub heading: String,
+    /// `host_config`.
+    pub host_config: HostConfig,
     /// `resolve_placeholders`, and the directories the placeholders name (`output_dir`,
     /// `home_dir`, `state_dir`; unset ones come from the host, turn by turn).
     pub placeholders: Option<PathFacts>,
@@ -596,6 +605,16 @@ pub struct Settings {
     /// Every key's effective value (JSON) and its source, in table order.
     #[serde(skip)]
     pub effective: Vec<(&'static str, Value, Source)>,
+}
+
+/// Which host config document eligibility reads (`host_config`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostConfig {
+    /// OpenClaw's, as OpenClaw finds it.
+    Default,
+    Off,
+    File(PathBuf),
 }
 
 /// The directories PathGuard placeholders name; `None`: not known (from these settings; the
@@ -982,6 +1001,11 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         deadline_ms: int("deadline_ms") as u64,
         refresh_ms: int("refresh_ms") as u64,
         heading: text("heading"),
+        host_config: match text("host_config").as_str() {
+            "" => HostConfig::Default,
+            "off" => HostConfig::Off,
+            p => HostConfig::File(PathBuf::from(p)),
+        },
         placeholders: boolean("resolve_placeholders").then(|| {
             let dir = |k: &str| Some(text(k)).filter(|d| !d.is_empty()).map(PathBuf::from);
             PathFacts {

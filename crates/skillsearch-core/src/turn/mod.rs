@@ -146,7 +146,7 @@ impl Engine {
         Engine {
             search: SearchOptions::from_settings(settings, settings.top_k),
             render: RenderOptions::from_settings(settings, &inventory),
-            eligibility: EligibilityEnv::from_process(),
+            eligibility: EligibilityEnv::for_settings(settings),
             counter: TokenCounter::new(),
             remote: Remote::from_settings(settings, home),
             log: DecisionLog::from_settings(settings),
@@ -308,6 +308,7 @@ impl Engine {
         tools: &[ToolSpec],
     ) -> Result<PlanAnswer> {
         let started = Instant::now();
+        let _ = self.eligibility.refresh();
         let matched: Vec<(String, crate::corpus::frontmatter::SkillMeta)> = match from {
             PlanFrom::Prompt { query, top_k } => self
                 .search(index, query, &self.search_options(Some(top_k)))?

@@ -123,6 +123,8 @@ pub(super) fn run(
     let t = Instant::now();
     let remote = engine.remote();
     let mut st = TurnState::new(query, remote, opts);
+    // The host config may have changed since the last turn (a plugin enabled).
+    st.notes.extend(engine.eligibility().refresh());
     st.rewrite(remote, turn);
     let hub = st.fan_out(index, engine.eligibility(), engine.semantic(), remote, turn)?;
     st.fuse(remote, turn, hub);

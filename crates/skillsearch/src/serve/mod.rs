@@ -77,6 +77,7 @@ type CacheKey = (
     bool,
     Option<Vec<String>>,
     Option<PathFacts>,
+    u64,
 );
 pub(crate) type Answer = Arc<(String, Option<Retrieval>)>;
 
@@ -560,6 +561,12 @@ impl App {
                     .placeholders
                     .as_ref()
                     .map(|_| turn.paths.clone()),
+                // Eligibility is judged against this read of the host config (re-read first:
+                // a plugin enabled since the last turn must not get the old answer).
+                {
+                    let _ = app.engine.eligibility().refresh();
+                    app.engine.eligibility().generation()
+                },
             );
             if let Some(hit) = app.cached(cacheable, &key) {
                 return anyhow::Ok(hit);
@@ -1314,6 +1321,7 @@ mod tests {
             false,
             None,
             None,
+            0,
         )
     }
 
