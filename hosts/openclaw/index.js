@@ -277,7 +277,8 @@ export default {
                   text = r?.text ?? d.unavailable;
                   if (r?.text && params?.id) s.returned.add(String(params.id));
                 } else {
-                  const r = await engine().call("search", request(ws, { query: String(params?.query ?? "") }));
+                  const detail = params?.detail ? { detail: String(params.detail) } : {};
+                  const r = await engine().call("search", request(ws, { query: String(params?.query ?? ""), ...detail }));
                   text = r?.text ?? d.unavailable;
                   for (const h of r?.hits ?? []) s.returned.add(h.id);
                 }

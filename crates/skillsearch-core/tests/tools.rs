@@ -34,6 +34,7 @@ fn tool_strings_match_their_golden_files() {
         ),
         continuation_note(0, 38_412, 181_890),
         offset_past_end_reply(200_000, 181_890),
+        bad_detail_reply("summary"),
     ]
     .join("\n");
     golden("replies.txt", &replies);
@@ -296,4 +297,75 @@ fn a_fifo_in_a_skill_never_blocks_skill_read() {
         bad_path_reply(id, "references/pipe.md", "it is not a file")
     );
     assert!(!listing.contains("Run `"), "{listing}");
+}
+
+/// `detail: "catalog"`: the matching skills, best first, each with its id, name, description,
+/// the words of its name and description the query shares and what its full text costs; no
+/// body. The answer is a golden file (the ids' directory differs run by run, so it is left out).
+#[test]
+fn a_catalogue_lists_the_matches_without_their_bodies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("skills");
+    for (dir, name, desc, body) in [
+        (
+            "pdf-tables",
+            "pdf-tables",
+            "Extract tables from scanned PDF invoices",
+            "SECRET-BODY-1 ".repeat(200),
+        ),
+        (
+            "pdf-forms",
+            "pdf-forms",
+            "Fill PDF forms and flatten them",
+            "SECRET-BODY-2 ".repeat(20),
+        ),
+        (
+            "csv-clean",
+            "csv-clean",
+            "Clean CSV files exported from invoices",
+            "Uses tables of PDF origin. SECRET-BODY-3".into(),
+        ),
+        (
+            "git-bisect",
+            "git-bisect",
+            "Find the commit that broke a build",
+            "x".into(),
+        ),
+    ] {
+        skillsearch_testkit::write_skill(&root, dir, name, desc, &body);
+    }
+    let (idx, _) = SkillIndex::open(
+        &Roots::explicit([&root]),
+        &IndexConfig::new(tmp.path().join("home")),
+        Refresh::Always,
+        &|_| {},
+    )
+    .unwrap();
+    let turn = Turn {
+        detail: Some(config::Detail::Catalog),
+        ..Turn::default()
+    };
+    let (text, r) =
+        engine().skill_search(&idx, "extract the tables from scanned PDF invoices", &turn);
+    assert!(!text.contains("SECRET-BODY"), "{text}");
+    assert_eq!(r.unwrap().hits.len(), 3, "{text}");
+    // A skill's cost includes its directory line, whose temporary path varies run by run.
+    let sizes = regex::Regex::new(r"about (\d+) tokens").unwrap();
+    let costs: Vec<usize> = sizes
+        .captures_iter(&text)
+        .map(|c| c[1].parse().unwrap())
+        .collect();
+    assert!(
+        costs[0] > 1000 && costs[1] < 200 && costs[2] < 300,
+        "{costs:?}"
+    );
+    golden("catalogue.txt", &sizes.replace_all(&text, "about N tokens"));
+    // The full answer, asked per call, still carries the bodies.
+    let full = Turn {
+        detail: Some(config::Detail::Full),
+        ..Turn::default()
+    };
+    let (text, _) =
+        engine().skill_search(&idx, "extract the tables from scanned PDF invoices", &full);
+    assert!(text.contains("SECRET-BODY-1"), "{text}");
 }

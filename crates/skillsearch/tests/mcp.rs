@@ -221,6 +221,26 @@ fn tools_follow_the_mode_and_bad_input_gets_answers() {
         text(&s.call(5, "skill_search", json!({"query": 42}))),
         "skill_search needs a query describing the task."
     );
+    // detail: a catalogue (no body), or a clear reply for a bad value.
+    let cat = text(&s.call(
+        60,
+        "skill_search",
+        json!({"query": "extract tables from a scanned PDF", "detail": "catalog"}),
+    ));
+    assert!(
+        cat.starts_with(skillsearch_core::turn::tools::CATALOGUE_HEADING)
+            && cat.contains("`local/pdf-tables`")
+            && !cat.contains("PARSNIP"),
+        "{cat}"
+    );
+    assert_eq!(
+        text(&s.call(
+            61,
+            "skill_search",
+            json!({"query": "pdf", "detail": "summary"})
+        )),
+        skillsearch_core::turn::tools::bad_detail_reply("summary")
+    );
     let huge = "scanned pdf tables ".repeat(50_000); // under the 1 MiB line cap
     assert!(text(&s.call(6, "skill_search", json!({"query": huge}))).contains("PARSNIP"));
     assert_eq!(

@@ -148,6 +148,22 @@ fn retrieve_search_read_health_and_modes() {
     );
     let (_, v) = d.post("/v1/search", &json!({"query": "scanned pdf tables"}));
     assert!(v["text"].as_str().unwrap().contains("PARSNIP"));
+    // The catalogue of the same query is a different answer, not the cached full one.
+    let (_, v) = d.post(
+        "/v1/search",
+        &json!({"query": "scanned pdf tables", "detail": "catalog"}),
+    );
+    let cat = v["text"].as_str().unwrap();
+    assert!(
+        cat.contains("`local/pdf-tables`") && !cat.contains("PARSNIP"),
+        "{cat}"
+    );
+    let (st, v) = d.post("/v1/search", &json!({"query": "pdf", "detail": "brief"}));
+    assert_eq!(st, 400, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("detail `brief`"),
+        "{v}"
+    );
     let (_, v) = d.post("/v1/search", &json!({"query": "bake bread"}));
     assert_eq!(
         v["text"],

@@ -460,7 +460,10 @@ class SkillsearchProvider(MemoryProvider):
             eng = engine_for(s)
             wait = wait_seconds(s["deadline_ms"])
             if tool_name == "skill_search":
-                r = eng.call("search", {"query": str(args.get("query", "")), "host": "hermes"}, wait)
+                params = {"query": str(args.get("query", "")), "host": "hermes"}
+                if args.get("detail"):
+                    params["detail"] = str(args["detail"])
+                r = eng.call("search", params, wait)
             elif tool_name == "skill_read":
                 params = {"id": str(args.get("id", "")), "host": "hermes"}
                 if args.get("path"):

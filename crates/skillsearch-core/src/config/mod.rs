@@ -52,6 +52,9 @@ pub struct KeyDef {
     pub doc: &'static str,
 }
 
+/// The shapes of a `skill_search` answer.
+pub const DETAILS: &[&str] = &["full", "catalog"];
+
 /// The modes of delivery; exactly one is active.
 pub const MODES: &[&str] = &["on_demand", "auto"];
 
@@ -128,6 +131,13 @@ pub const KEYS: &[KeyDef] = &[
         kind: Kind::Str,
         default: "\"# Skills\"",
         doc: "First line of the rendered block.",
+    },
+    KeyDef {
+        name: "search_answer",
+        env: "SKILLSEARCH_SEARCH_ANSWER",
+        kind: Kind::Enum(DETAILS),
+        default: "\"full\"",
+        doc: "What a skill_search call returns unless it asks (`detail`): `full`, the best skills in full; `catalog`, a list of the matching skills (id, name, description, why it matched, size in tokens) that the model reads with skill_read.",
     },
     KeyDef {
         name: "host_config",
@@ -564,6 +574,8 @@ pub struct Settings {
     pub heading: String,
     /// `host_config`.
     pub host_config: HostConfig,
+    /// `search_answer`.
+    pub search_answer: Detail,
     /// `resolve_placeholders`, and the directories the placeholders name (`output_dir`,
     /// `home_dir`, `state_dir`; unset ones come from the host, turn by turn).
     pub placeholders: Option<PathFacts>,
@@ -605,6 +617,27 @@ pub struct Settings {
     /// Every key's effective value (JSON) and its source, in table order.
     #[serde(skip)]
     pub effective: Vec<(&'static str, Value, Source)>,
+}
+
+/// The shape of a `skill_search` answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Detail {
+    /// The best skills in full.
+    #[default]
+    Full,
+    /// A catalogue of the matching skills, to be read with `skill_read`.
+    Catalog,
+}
+
+impl Detail {
+    pub fn parse(s: &str) -> Option<Detail> {
+        match s.trim() {
+            "full" => Some(Detail::Full),
+            "catalog" => Some(Detail::Catalog),
+            _ => None,
+        }
+    }
 }
 
 /// Which host config document eligibility reads (`host_config`).
@@ -1001,6 +1034,7 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         deadline_ms: int("deadline_ms") as u64,
         refresh_ms: int("refresh_ms") as u64,
         heading: text("heading"),
+        search_answer: Detail::parse(&text("search_answer")).unwrap_or_default(),
         host_config: match text("host_config").as_str() {
             "" => HostConfig::Default,
             "off" => HostConfig::Off,

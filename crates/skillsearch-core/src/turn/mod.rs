@@ -47,6 +47,8 @@ pub struct Turn {
     /// The host's directories for PathGuard placeholders (its workspace, home, state
     /// directory); the settings' `output_dir` / `home_dir` / `state_dir` win over them.
     pub paths: crate::config::PathFacts,
+    /// The shape of a `skill_search` answer the call asked for; `None`: `search_answer`.
+    pub detail: Option<crate::config::Detail>,
 }
 
 /// A ranked list of skills a host supplies with a turn (its own registry, a marketplace it

@@ -85,6 +85,9 @@ pub struct Retrieval {
     /// Tokens of `text`, when the budget check counted them (exactly or by estimate, as the
     /// counter does).
     pub tokens: Option<usize>,
+    /// Bytes of each skill's part of `text`, in order (after the heading).
+    #[serde(skip)]
+    pub piece_bytes: Vec<usize>,
     pub search_ms: f64,
     pub render_ms: f64,
     /// The retrievers that ranked the hits (`lexical`, `semantic`).
@@ -538,6 +541,7 @@ impl<'t> TurnState<'t> {
         Retrieval {
             chars: crate::tokens::js_len(&rendered.text),
             tokens: rendered.tokens,
+            piece_bytes: rendered.piece_bytes,
             text: rendered.text,
             hits,
             dropped: self.dropped,

@@ -33,6 +33,9 @@ pub struct Rendered {
     pub over_budget: Vec<String>,
     /// The block's token count, when the budget check had to count it.
     pub tokens: Option<usize>,
+    /// Bytes of each included skill's part of `text` (after the heading), in order.
+    #[serde(skip)]
+    pub piece_bytes: Vec<usize>,
 }
 
 /// `s` as one line a header can hold: control characters (newlines, tabs, ESC and the rest of
@@ -133,6 +136,7 @@ pub fn render_with(
     if !pieces.is_empty() {
         out.text = format!("{heading}{}", pieces.concat());
         out.tokens = tokens;
+        out.piece_bytes = pieces.iter().map(String::len).collect();
     }
     out
 }

@@ -5,6 +5,7 @@
 use super::placeholders::Places;
 use super::render::{self, RenderSkill};
 use super::{Engine, Retrieval, Turn, pipeline};
+use crate::config::Detail;
 use crate::corpus;
 use crate::index::SkillIndex;
 use crate::remote::Remote;
@@ -19,7 +20,7 @@ pub const SKILL_READ: &str = "skill_read";
 /// Four parts, one per paragraph: what the tool does; what a skill is; when to reach for it
 /// (the third bullet — internal conventions — is load-bearing); how to query and what an empty
 /// result means.
-pub const SKILL_SEARCH_DESCRIPTION: &str = "Search the skill library for a procedure that fits the task, and get the best-matching skills in full.
+pub const SKILL_SEARCH_DESCRIPTION: &str = "Search the skill library for a procedure that fits the task: get the best-matching skills in full, or a catalogue of them to read with skill_read.
 A skill is a written workflow for one specific job (filling a PDF form, building a slide deck, migrating a database schema), with the exact commands, files and in-house conventions to follow.
 Reach for it when:
 - the task is a multi-step procedure you would otherwise improvise;
@@ -28,6 +29,14 @@ Reach for it when:
 Search with the task's own words; names, descriptions and instructions are matched. An empty result is a normal answer: no skill applies, so proceed on your own.";
 
 pub const SKILL_SEARCH_QUERY_DESCRIPTION: &str = "What you need to do, in the task's own words, e.g. \"extract tables from a scanned PDF invoice\".";
+
+pub const SKILL_SEARCH_DETAIL_DESCRIPTION: &str = "Optional: \"full\" returns the best-matching skills in full; \"catalog\" lists the matching skills (id, name, description, why each matched, size in tokens) so that you read only the one that fits, with skill_read. Default: the server's setting (full unless configured otherwise).";
+
+/// The first lines of a catalogue answer (`detail: "catalog"`).
+pub const CATALOGUE_HEADING: &str = "# Skills: catalogue";
+pub const CATALOGUE_NOTE: &str = "These skills match the task, best first. Read the one that fits in full with skill_read and its id before you follow it; if none fits, proceed without one.";
+/// Most skills a catalogue lists (or `top_k`, when larger).
+pub const CATALOGUE_ENTRIES: usize = 5;
 
 pub const SKILL_READ_DESCRIPTION: &str = "Read one skill from the library in full: its instructions, its directory, and the files it ships (references/, scripts/, assets/).
 Pass the id shown in a skill_search result, e.g. \"local/pdf-tables\". Add `path` to read one of the skill's files instead, relative to its directory, e.g. \"references/forms.md\". A long text comes in parts: a part ends by naming the `offset` that reads on.";
@@ -52,6 +61,14 @@ pub fn miss_reply(query: &str) -> String {
     format!(
         "No skill in the library matches \"{}\". Proceed without one.",
         query.trim()
+    )
+}
+
+/// Reply to a `detail` that is neither `full` nor `catalog`.
+pub fn bad_detail_reply(detail: &str) -> String {
+    format!(
+        "skill_search's detail must be \"full\" or \"catalog\", not \"{}\".",
+        render::one_line(detail)
     )
 }
 
@@ -102,7 +119,10 @@ pub fn tool_definitions() -> Value {
 pub fn skill_search_schema() -> Value {
     json!({
         "type": "object",
-        "properties": {"query": {"type": "string", "description": SKILL_SEARCH_QUERY_DESCRIPTION}},
+        "properties": {
+            "query": {"type": "string", "description": SKILL_SEARCH_QUERY_DESCRIPTION},
+            "detail": {"type": "string", "enum": crate::config::DETAILS, "description": SKILL_SEARCH_DETAIL_DESCRIPTION}
+        },
         "required": ["query"],
         "additionalProperties": false
     })
@@ -140,9 +160,18 @@ pub(super) fn skill_search(
     if query.trim().is_empty() {
         return (EMPTY_QUERY_REPLY.to_owned(), None);
     }
+    let detail = turn.detail.unwrap_or(engine.settings().search_answer);
     // The model asked: give it the best matches, however weak (no relevance guard); it judges
-    // them.
-    let opts = engine.search_options(turn.top_k);
+    // them. A catalogue lists more of them: an entry costs a few dozen tokens.
+    let top_k = match detail {
+        Detail::Full => turn.top_k,
+        Detail::Catalog => Some(
+            turn.top_k
+                .unwrap_or(engine.settings().top_k)
+                .max(CATALOGUE_ENTRIES),
+        ),
+    };
+    let opts = engine.search_options(top_k);
     match pipeline::run(
         engine,
         index,
@@ -153,12 +182,55 @@ pub(super) fn skill_search(
         &|_| Ok(Vec::new()),
     ) {
         Ok(r) if r.text.is_empty() => (miss_reply(query), Some(r)),
+        Ok(r) if detail == Detail::Catalog => (catalogue(query, &r, engine.counter()), Some(r)),
         Ok(r) => (r.text.clone(), Some(r)),
         Err(e) => {
             tracing::warn!(target: "tools", error = %e, "skill_search failed");
             (UNAVAILABLE_REPLY.to_owned(), None)
         }
     }
+}
+
+/// A catalogue of the skills `r` rendered: per skill its id, name, description, the words of
+/// its name and description that the query shares, and the tokens its full text costs.
+pub fn catalogue(query: &str, r: &Retrieval, counter: &TokenCounter) -> String {
+    let wanted: std::collections::HashSet<String> =
+        crate::index::analyzer::terms(query).into_iter().collect();
+    let mut out = format!("{CATALOGUE_HEADING}\n\n{CATALOGUE_NOTE}\n");
+    let heading_len = r.text.len() - r.piece_bytes.iter().sum::<usize>();
+    let mut at = heading_len;
+    for (i, (hit, len)) in r.hits.iter().zip(&r.piece_bytes).enumerate() {
+        let piece = r.text.get(at..at + len).unwrap_or_default();
+        at += len;
+        let mut why: Vec<&str> = Vec::new();
+        let hay = format!("{} {}", hit.name, hit.description);
+        for word in hay
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+        {
+            let matched = crate::index::analyzer::terms(word)
+                .iter()
+                .any(|t| wanted.contains(t));
+            if matched && !why.iter().any(|w| w.eq_ignore_ascii_case(word)) && why.len() < 8 {
+                why.push(word);
+            }
+        }
+        let why = if why.is_empty() {
+            "its instructions (no word of its name or description)".to_owned()
+        } else {
+            why.join(", ")
+        };
+        out.push_str(&format!(
+            "\n{}. `{}` — {} (about {} tokens)\n   {}\n   Matched on: {}\n",
+            i + 1,
+            render::one_line(&hit.qualified_id),
+            render::one_line(&hit.name),
+            counter.count(piece.trim()),
+            render::one_line(hit.description.trim()),
+            why
+        ));
+    }
+    out
 }
 
 /// The text a `skill_read` call returns (before paging). Never fails: problems are fixed

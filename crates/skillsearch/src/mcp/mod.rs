@@ -227,46 +227,53 @@ impl SkillServer {
         let deadline = Duration::from_millis(state.engine.settings().deadline_ms);
         let work = tokio::task::spawn_blocking(move || {
             let engine = &state.engine;
+            let detail = text_arg(&args, "detail");
             let turn = Turn {
                 paths: process_paths(),
+                detail: skillsearch_core::config::Detail::parse(&detail),
                 ..Turn::until(started + deadline)
             };
             let mut decision;
-            let reply = if name_owned == tools::SKILL_SEARCH {
-                let query = text_arg(&args, "query");
-                decision = Decision::new("mcp", "", tools::SKILL_SEARCH, &query);
-                match state.with_index(|idx| engine.skill_search(idx, &query, &turn)) {
-                    Ok((text, retrieval)) => {
-                        if let Some(r) = &retrieval {
-                            decision = decision.with_retrieval(r);
-                            decision.tokens_exact =
-                                r.tokens.is_some() && engine.counter().is_exact();
+            let reply =
+                if name_owned == tools::SKILL_SEARCH && !detail.is_empty() && turn.detail.is_none()
+                {
+                    decision = Decision::new("mcp", "", tools::SKILL_SEARCH, &detail);
+                    tools::bad_detail_reply(&detail)
+                } else if name_owned == tools::SKILL_SEARCH {
+                    let query = text_arg(&args, "query");
+                    decision = Decision::new("mcp", "", tools::SKILL_SEARCH, &query);
+                    match state.with_index(|idx| engine.skill_search(idx, &query, &turn)) {
+                        Ok((text, retrieval)) => {
+                            if let Some(r) = &retrieval {
+                                decision = decision.with_retrieval(r);
+                                decision.tokens_exact =
+                                    r.tokens.is_some() && engine.counter().is_exact();
+                            }
+                            text
                         }
-                        text
+                        Err(e) => {
+                            decision.error = Some(format!("{e:#}"));
+                            tools::UNAVAILABLE_REPLY.to_owned()
+                        }
                     }
-                    Err(e) => {
-                        decision.error = Some(format!("{e:#}"));
-                        tools::UNAVAILABLE_REPLY.to_owned()
+                } else {
+                    let id = text_arg(&args, "id");
+                    let path = text_arg(&args, "path");
+                    decision = Decision::new("mcp", "", tools::SKILL_READ, &format!("{id} {path}"));
+                    let path = Some(path.as_str()).filter(|p| !p.is_empty());
+                    let offset = offset_arg(&args);
+                    match state.with_index(|idx| engine.skill_read(idx, &id, path, offset, &turn)) {
+                        Ok(text) => {
+                            decision.injected_chars = skillsearch_core::tokens::js_len(&text);
+                            decision.injected_tokens = text.len().div_ceil(4);
+                            text
+                        }
+                        Err(e) => {
+                            decision.error = Some(format!("{e:#}"));
+                            tools::UNAVAILABLE_REPLY.to_owned()
+                        }
                     }
-                }
-            } else {
-                let id = text_arg(&args, "id");
-                let path = text_arg(&args, "path");
-                decision = Decision::new("mcp", "", tools::SKILL_READ, &format!("{id} {path}"));
-                let path = Some(path.as_str()).filter(|p| !p.is_empty());
-                let offset = offset_arg(&args);
-                match state.with_index(|idx| engine.skill_read(idx, &id, path, offset, &turn)) {
-                    Ok(text) => {
-                        decision.injected_chars = skillsearch_core::tokens::js_len(&text);
-                        decision.injected_tokens = text.len().div_ceil(4);
-                        text
-                    }
-                    Err(e) => {
-                        decision.error = Some(format!("{e:#}"));
-                        tools::UNAVAILABLE_REPLY.to_owned()
-                    }
-                }
-            };
+                };
             decision
                 .elapsed_ms
                 .insert("total".into(), turn::ms_since(started));

@@ -168,6 +168,9 @@ pub struct RetrieveReq {
     pub top_k: Option<usize>,
     #[serde(default)]
     pub host: Option<String>,
+    /// `skill_search`'s answer shape (`full` or `catalog`; default: `search_answer`).
+    #[serde(default)]
+    pub detail: Option<String>,
     /// Skills the host found itself, fused with the local and hub hits.
     #[serde(default)]
     pub sources: Vec<SourceReq>,
@@ -465,6 +468,16 @@ impl App {
                 ));
             }
         };
+        if let Some(d) = req
+            .detail
+            .as_deref()
+            .filter(|d| skillsearch_core::config::Detail::parse(d).is_none())
+        {
+            return Err(ApiError(
+                StatusCode::BAD_REQUEST,
+                format!("detail `{d}` is not one of `full`, `catalog`"),
+            ));
+        }
         let top_k = req.top_k.unwrap_or(self.engine.settings().top_k);
         if !(1..=50).contains(&top_k) {
             return Err(ApiError(
@@ -525,7 +538,12 @@ impl App {
             paths: req.paths.clone().unwrap_or_else(|| {
                 host_paths(req.host.as_deref().unwrap_or(""), req.workspace.as_deref())
             }),
+            detail: req
+                .detail
+                .as_deref()
+                .and_then(skillsearch_core::config::Detail::parse),
         };
+        let detail = turn.detail.unwrap_or(self.engine.settings().search_answer);
         // Host-supplied skills differ turn by turn: such answers are not cached.
         let cacheable = turn.sources.is_empty();
         let ws = self.workspace(roots);
@@ -544,7 +562,11 @@ impl App {
             let key: CacheKey = (
                 roots_key,
                 query.clone(),
-                mode.as_str(),
+                if search_tool && detail == skillsearch_core::config::Detail::Catalog {
+                    "catalog"
+                } else {
+                    mode.as_str()
+                },
                 top_k,
                 search_tool,
                 idx.generation(),
