@@ -9,6 +9,7 @@
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod disclosure_bench;
 mod run;
 mod semantic_bench;
 mod soak;
@@ -64,6 +65,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Progressive disclosure: tokens per task for a full `skill_search` answer against a
+    /// catalogue and one `skill_read`, over labelled tasks, and how often a relevant skill
+    /// reached the model
+    Disclosure(disclosure_bench::DisclosureArgs),
     /// The daemon under mixed load for a long while (reads, plans, unique and repeated
     /// queries, a writer changing skills): latency percentiles, errors, RSS and open files;
     /// fails on any error or on growth past the tolerances
@@ -101,6 +106,7 @@ fn main() -> ExitCode {
         Command::Semantic(args) => semantic_bench::run(&args),
         Command::Turn(args) => turn_bench::run(&args),
         Command::Soak(args) => soak::run(&args),
+        Command::Disclosure(args) => disclosure_bench::run(&args),
         Command::Tools { plugins, json } => tools_bench::run(plugins, json),
         Command::BuildChild { skills, home } => run::build_child(&skills, &home),
         Command::SearchChild {
