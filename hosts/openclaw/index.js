@@ -151,12 +151,16 @@ export default {
       ...extra,
     });
 
+    // OpenClaw tells the turn's tool list only to the context engine (2026.8+, when the slot is
+    // ours); otherwise the gate runs without it and the decision log says why.
+    const NO_TOOLS =
+      "OpenClaw gives the tool list only to the context engine: plugins.slots.contextEngine is not skillsearch, or OpenClaw is older than 2026.8";
+    const tools = (availableTools) =>
+      availableTools ? { available_tools: availableTools } : { tools_unknown: NO_TOOLS };
+
     async function retrieve(query, workspaceDir, availableTools) {
       if (!query?.trim()) return null;
-      return engine().call(
-        "retrieve",
-        request(workspaceDir, { query, mode: "auto", available_tools: availableTools ?? undefined }),
-      );
+      return engine().call("retrieve", request(workspaceDir, { query, mode: "auto", ...tools(availableTools) }));
     }
 
     let sdk = null;
@@ -278,7 +282,10 @@ export default {
                   if (r?.text && params?.id) s.returned.add(String(params.id));
                 } else {
                   const detail = params?.detail ? { detail: String(params.detail) } : {};
-                  const r = await engine().call("search", request(ws, { query: String(params?.query ?? ""), ...detail }));
+                  const r = await engine().call(
+                    "search",
+                    request(ws, { query: String(params?.query ?? ""), ...detail, ...tools(s.availableTools) }),
+                  );
                   text = r?.text ?? d.unavailable;
                   for (const h of r?.hits ?? []) s.returned.add(h.id);
                 }

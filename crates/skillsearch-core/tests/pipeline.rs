@@ -326,7 +326,12 @@ fn a_gate_that_picks_nothing_injects_nothing() {
         "{:?}",
         ids(&got)
     );
-    assert!(got.notes.is_empty(), "{:?}", got.notes);
+    assert_eq!(
+        got.notes,
+        [
+            "the gate judged without the agent's tools (the host sent no tool list); set available_tools to give them"
+        ],
+    );
     assert_eq!(got.stages.rewrite.as_ref().unwrap().rewritten, None);
 }
 
@@ -478,4 +483,45 @@ fn a_bundle_cache_inside_a_skill_root_is_refused() {
         got.notes
     );
     assert_eq!(hub.count("/download"), 0);
+}
+
+/// Where the host cannot send the agent's tools, `available_tools` stands in; without it the
+/// decision log gets the host's reason (#22 item 5).
+#[test]
+fn the_gate_takes_configured_tools_or_says_why_it_has_none() {
+    let w = world(false);
+    let llm = model(
+        || chat_reply(r#"{"rewritten_query": null}"#),
+        || chat_reply(r#"{"plan": "p", "skills": []}"#),
+    );
+    let base = format!("{}/v1", llm.base);
+    let env = [
+        ("SKILLSEARCH_MODEL", "m"),
+        ("SKILLSEARCH_MODEL_BASE_URL", base.as_str()),
+        ("SKILLSEARCH_GATE", "on"),
+        ("SKILLSEARCH_REWRITE", "false"),
+    ];
+    let mut with_tools = env.to_vec();
+    with_tools.push(("SKILLSEARCH_AVAILABLE_TOOLS", "read:exec"));
+    let r = remote(&w.home(), &with_tools);
+    let got = turn(&w, QUERY, 2, &r, &Turn::default());
+    assert!(got.notes.is_empty(), "{:?}", got.notes);
+    let prompt = llm.requests().last().unwrap().prompt().to_owned();
+    assert!(
+        prompt.contains("The agent's ONLY available tools are: exec, read."),
+        "{prompt}"
+    );
+
+    let r = remote(&w.home(), &env);
+    let t = Turn {
+        tools_unknown: Some("Hermes passes memory providers no tool list".into()),
+        ..Turn::default()
+    };
+    let got = turn(&w, QUERY, 2, &r, &t);
+    assert_eq!(
+        got.notes,
+        [
+            "the gate judged without the agent's tools (Hermes passes memory providers no tool list); set available_tools to give them"
+        ],
+    );
 }

@@ -61,6 +61,8 @@ RESTART_BACKOFF_S = 2.0
 #: ``skill_search``'s reply when the engine cannot answer (the engine's own fixed reply; pinned
 #: against the golden file by the tests).
 UNAVAILABLE_REPLY = "Skill search is unavailable right now. Proceed without a skill."
+#: Why the engine's gate never sees the agent's tools under Hermes (the decision log says it).
+NO_TOOLS = "Hermes passes memory providers no tool list (prefetch and tool calls alike)"
 
 
 class ConfigError(Exception):
@@ -424,7 +426,7 @@ class SkillsearchProvider(MemoryProvider):
         try:
             r = engine_for(s).call(
                 "retrieve",
-                {"query": query, "mode": "auto", "host": "hermes"},
+                {"query": query, "mode": "auto", "host": "hermes", "tools_unknown": NO_TOOLS},
                 wait_seconds(s["deadline_ms"]),
             )
             return r.get("text") or ""
@@ -460,7 +462,7 @@ class SkillsearchProvider(MemoryProvider):
             eng = engine_for(s)
             wait = wait_seconds(s["deadline_ms"])
             if tool_name == "skill_search":
-                params = {"query": str(args.get("query", "")), "host": "hermes"}
+                params = {"query": str(args.get("query", "")), "host": "hermes", "tools_unknown": NO_TOOLS}
                 if args.get("detail"):
                     params["detail"] = str(args["detail"])
                 r = eng.call("search", params, wait)

@@ -118,9 +118,6 @@ fn no_meaning(key: &str) -> Option<&'static str> {
         | "marketplace_download_timeout_s" => {
             "marketplaces (ClawHub, skillhub.cn) are not a skill source in skillsearch yet"
         }
-        "available_tools" => {
-            "the agent's tools come from the host with each turn (hook, daemon request), not from config"
-        }
         "provider" => "the model is any OpenAI-compatible endpoint: model_base_url and model",
         "agent_id" | "weight_memory" | "memory" => "removed from the reference system itself",
         _ => return None,
@@ -276,6 +273,19 @@ fn convert(
                 let local = weight_local.filter(|l| *l > 0.0).unwrap_or(1.0);
                 ("weight_hub", Value::from(hub / local))
             }
+            "available_tools" => (
+                "available_tools",
+                match v {
+                    // The reference's environment form: comma-separated.
+                    Value::String(s) => Value::from(
+                        s.split(',')
+                            .map(str::trim)
+                            .filter(|t| !t.is_empty())
+                            .collect::<Vec<_>>(),
+                    ),
+                    _ => (*v).clone(),
+                },
+            ),
             "gate" => (
                 "gate",
                 match v {
@@ -490,7 +500,7 @@ hub_endpoint = ""
             t.contains("# bundleCacheDir: ") && t.contains("# clawhubEndpoint: "),
             "{t}"
         );
-        assert!(t.contains("# availableTools: "), "{t}");
+        assert!(t.contains("available_tools = [\"read\"]\n"), "{t}");
     }
 
     #[test]

@@ -410,6 +410,13 @@ pub const KEYS: &[KeyDef] = &[
         doc: "Deadline in seconds of the gate call; past it the first max_select candidates are kept.",
     },
     KeyDef {
+        name: "available_tools",
+        env: "SKILLSEARCH_AVAILABLE_TOOLS",
+        kind: Kind::Paths,
+        default: "[]",
+        doc: "The agent's tool names, for the gate, where the host does not send them with the turn (OpenClaw 2026.7, OpenClaw with another context engine, Hermes' prefetch); `:`-separated in the environment. Empty: the gate judges without a tool list and the decision log says so.",
+    },
+    KeyDef {
         name: "gate_log_path",
         env: "SKILLSEARCH_GATE_LOG_PATH",
         kind: Kind::Path,
@@ -612,6 +619,8 @@ pub struct Settings {
     pub gate_timeout: Duration,
     /// `None`: no gate decision log.
     pub gate_log_path: Option<PathBuf>,
+    /// `available_tools`: the agent's tools when a turn brings none.
+    pub available_tools: Vec<String>,
     /// The remote embedder (`embedding_*` keys).
     pub embedding: EmbeddingSettings,
     /// Every key's effective value (JSON) and its source, in table order.
@@ -1084,6 +1093,11 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         gate_pool: int("gate_pool") as usize,
         max_select: int("max_select") as usize,
         gate_timeout: secs("gate_timeout_s"),
+        available_tools: paths("available_tools")
+            .into_iter()
+            .map(|p| p.to_string_lossy().trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect(),
         gate_log_path: Some(text("gate_log_path"))
             .filter(|p| !p.is_empty())
             .map(PathBuf::from),

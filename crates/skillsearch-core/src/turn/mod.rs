@@ -38,8 +38,11 @@ use std::time::{Duration, Instant};
 pub struct Turn {
     /// Skills to deliver; `None`: the settings' `top_k`.
     pub top_k: Option<usize>,
-    /// The agent's tools this turn, for the gate's hard rule; `None`: not known.
+    /// The agent's tools this turn, for the gate's hard rule; `None`: not known (the settings'
+    /// `available_tools` then stand in, when set).
     pub tools: Option<Vec<String>>,
+    /// Why the host could not send its tools (`tools` is `None`), for the decision log.
+    pub tools_unknown: Option<String>,
     /// When the whole retrieval must be done; each step's own deadline is cut to fit.
     pub deadline: Option<Instant>,
     /// Skills the host found itself this turn, fused with the local and hub hits.

@@ -133,7 +133,7 @@ pub(super) fn run(
     st.fuse(remote, turn, hub);
     st.hydrate(index, remote, turn);
     st.dedup();
-    st.gate(remote, turn);
+    st.gate(remote, turn, &engine.settings().available_tools);
     st.cut_and_install(index, remote, turn);
     st.add_bundled(more)?;
     let search_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -375,8 +375,9 @@ impl<'t> TurnState<'t> {
     }
 
     /// Stage 6: the gate picks among the candidates, shown the original query and the agent's
-    /// tools.
-    fn gate(&mut self, remote: &Remote, turn: &Turn) {
+    /// tools: the turn's, else `configured` (the settings' `available_tools`); without either
+    /// a note says so, with the host's reason.
+    fn gate(&mut self, remote: &Remote, turn: &Turn, configured: &[String]) {
         let (Some(chat), Some(gopts), false) = (&remote.chat, &remote.gate, self.cands.is_empty())
         else {
             return;
@@ -394,7 +395,19 @@ impl<'t> TurnState<'t> {
             deadline: turn.within(gopts.deadline),
             ..gopts.clone()
         };
-        let out = llm::gate(chat, self.query, &shown, turn.tools.as_deref(), &gopts);
+        let tools = turn
+            .tools
+            .as_deref()
+            .or((!configured.is_empty()).then_some(configured));
+        if tools.is_none() {
+            self.notes.push(format!(
+                "the gate judged without the agent's tools ({}); set available_tools to give them",
+                turn.tools_unknown
+                    .as_deref()
+                    .unwrap_or("the host sent no tool list")
+            ));
+        }
+        let out = llm::gate(chat, self.query, &shown, tools, &gopts);
         if let Some(e) = &out.error {
             self.notes.push(format!(
                 "{e}; kept the first {} candidates",

@@ -171,6 +171,9 @@ pub struct RetrieveReq {
     /// `skill_search`'s answer shape (`full` or `catalog`; default: `search_answer`).
     #[serde(default)]
     pub detail: Option<String>,
+    /// Why the host sends no `available_tools` (for the decision log, when the gate runs).
+    #[serde(default)]
+    pub tools_unknown: Option<String>,
     /// Skills the host found itself, fused with the local and hub hits.
     #[serde(default)]
     pub sources: Vec<SourceReq>,
@@ -542,6 +545,12 @@ impl App {
                 .detail
                 .as_deref()
                 .and_then(skillsearch_core::config::Detail::parse),
+            tools_unknown: req.tools_unknown.as_deref().map(|why| {
+                skillsearch_core::turn::render::one_line(why)
+                    .chars()
+                    .take(300)
+                    .collect()
+            }),
         };
         let detail = turn.detail.unwrap_or(self.engine.settings().search_answer);
         // Host-supplied skills differ turn by turn: such answers are not cached.
