@@ -3,9 +3,9 @@
 //! `.claude.json` carry the MCP server (on_demand). Both honour `CLAUDE_CONFIG_DIR`.
 
 use super::doctor::{self, Approval, Gate, Spec, Test, Want, flag};
-use super::wiring::{self, SERVER, Wiring};
+use super::wiring::{self, SERVER};
 use super::{Check, SetupPlan, SetupRequest, Status, get_path};
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -43,53 +43,28 @@ impl Paths {
     }
 }
 
-/// The tool names the model sees for a user-scope server.
 pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
-    if let Some((k, _)) = req.options.first() {
-        bail!("setup claude-code: unknown option `{k}` (it takes none)");
-    }
     let paths = Paths::from_env()?;
-    let (s_text, mut settings) = wiring::read_json(&paths.settings)?;
-    let (j_text, mut state) = wiring::read_json(&paths.state)?;
-    let found = wiring::find_in_json(&settings, &state);
-    let w = Wiring::new(
+    let host = wiring::SettingsHost {
+        host: HOST,
+        settings: &paths.settings,
+        servers: &paths.state,
+        skills: &paths.skills,
+        try_it: "`claude -p \"…\"`",
+    };
+    wiring::setup_settings_host(
         req,
-        (found.hook.is_some() || found.server.is_some()).then_some(&found),
-        vec![paths.skills.clone()],
-    )?;
-    let hook = w.auto().then(|| w.hook_command(HOST));
-    wiring::merge_prompt_hook(&mut settings, &paths.settings, hook.as_deref())?;
-    wiring::merge_string_list(
-        &mut settings,
-        &paths.settings,
-        &["permissions", "allow"],
-        &wiring::mcp_tool_names(),
-        !w.auto(),
-    )?;
-    if w.auto() {
-        wiring::remove_path(&mut state, &["mcpServers", SERVER])?;
-    } else {
+        &host,
         // `alwaysLoad`: `claude -p` connects MCP servers in the background and may send the
         // first request before the tools are listed; an always-loaded server is awaited.
-        // Keys setup owns; the user's own (`env`, `timeout`, …) stay.
-        let entry = json!({"type": "stdio", "command": w.binary.to_string_lossy(), "args": w.mcp_args(), "alwaysLoad": true});
-        super::merge_keys(&mut state, &["mcpServers", SERVER], entry)?;
-        if get_path(&state, &["mcpServers", SERVER, "env"]).is_none() {
-            super::set_path(&mut state, &["mcpServers", SERVER, "env"], json!({}))?;
-        }
-    }
-    let mut plan = SetupPlan::default();
-    plan.changes
-        .push(wiring::json_change(&paths.settings, s_text, &settings));
-    if j_text.is_some() || !w.auto() {
-        plan.changes
-            .push(wiring::json_change(&paths.state, j_text, &state));
-    }
-    plan.notes.push(w.mode_note());
-    plan.notes.push(format!(
-        "Then: `claude -p \"…\"` uses skillsearch; `skillsearch doctor {HOST}` checks it."
-    ));
-    Ok(plan)
+        |w| json!({"type": "stdio", "command": w.binary.to_string_lossy(), "args": w.mcp_args(), "alwaysLoad": true}),
+        |state| {
+            if get_path(state, &["mcpServers", SERVER, "env"]).is_none() {
+                super::set_path(state, &["mcpServers", SERVER, "env"], json!({}))?;
+            }
+            Ok(())
+        },
+    )
 }
 
 pub fn doctor(home: &Path) -> Result<Vec<Check>> {

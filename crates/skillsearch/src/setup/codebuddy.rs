@@ -6,9 +6,9 @@
 //! always deferred behind `ToolSearch` (the model calls `ToolSearch`, then `DeferExecuteTool`).
 
 use super::doctor::{self, Approval, Gate, Spec, Want, flag};
-use super::wiring::{self, SERVER, Wiring};
+use super::wiring::{self, SERVER};
 use super::{Check, SetupPlan, SetupRequest, Status, get_path};
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -35,47 +35,20 @@ impl Paths {
 }
 
 pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
-    if let Some((k, _)) = req.options.first() {
-        bail!("setup codebuddy: unknown option `{k}` (it takes none)");
-    }
     let paths = Paths::from_env()?;
-    let (s_text, mut settings) = wiring::read_json(&paths.settings)?;
-    let (m_text, mut mcp) = wiring::read_json(&paths.mcp)?;
-    let found = wiring::find_in_json(&settings, &mcp);
-    let w = Wiring::new(
+    let host = wiring::SettingsHost {
+        host: HOST,
+        settings: &paths.settings,
+        servers: &paths.mcp,
+        skills: &paths.skills,
+        try_it: "`codebuddy -p \"…\"` (and WorkBuddy's engine)",
+    };
+    wiring::setup_settings_host(
         req,
-        (found.hook.is_some() || found.server.is_some()).then_some(&found),
-        vec![paths.skills.clone()],
-    )?;
-    let hook = w.auto().then(|| w.hook_command(HOST));
-    wiring::merge_prompt_hook(&mut settings, &paths.settings, hook.as_deref())?;
-    wiring::merge_string_list(
-        &mut settings,
-        &paths.settings,
-        &["permissions", "allow"],
-        &wiring::mcp_tool_names(),
-        !w.auto(),
-    )?;
-    if w.auto() {
-        wiring::remove_path(&mut mcp, &["mcpServers", SERVER])?;
-    } else {
-        // Keys setup owns; the user's own (`env`, `timeout`, …) stay.
-        let entry =
-            json!({"type": "stdio", "command": w.binary.to_string_lossy(), "args": w.mcp_args()});
-        super::merge_keys(&mut mcp, &["mcpServers", SERVER], entry)?;
-    }
-    let mut plan = SetupPlan::default();
-    plan.changes
-        .push(wiring::json_change(&paths.settings, s_text, &settings));
-    if m_text.is_some() || !w.auto() {
-        plan.changes
-            .push(wiring::json_change(&paths.mcp, m_text, &mcp));
-    }
-    plan.notes.push(w.mode_note());
-    plan.notes.push(format!(
-        "Then: `codebuddy -p \"…\"` (and WorkBuddy's engine) uses skillsearch; `skillsearch doctor {HOST}` checks it."
-    ));
-    Ok(plan)
+        &host,
+        |w| json!({"type": "stdio", "command": w.binary.to_string_lossy(), "args": w.mcp_args()}),
+        |_| Ok(()),
+    )
 }
 
 pub fn doctor(home: &Path) -> Result<Vec<Check>> {

@@ -560,6 +560,67 @@ fn check_exclusive(found: &Found, host: &str) -> Check {
     }
 }
 
+/// Where a host that keeps its hook and tool approvals in a `settings.json` and its MCP servers
+/// in another JSON file's `mcpServers` (Claude Code, CodeBuddy) has them.
+pub struct SettingsHost<'a> {
+    pub host: &'a str,
+    pub settings: &'a Path,
+    pub servers: &'a Path,
+    pub skills: &'a Path,
+    /// The command line the closing note suggests (`claude -p "…"`).
+    pub try_it: &'a str,
+}
+
+/// The setup of a [`SettingsHost`]: in `auto` the `UserPromptSubmit` hook, in `on_demand` the
+/// tool approvals and the MCP server entry `server_entry` gives (merged into the user's own
+/// keys, then `finish` runs on the servers document).
+pub fn setup_settings_host(
+    req: &SetupRequest,
+    h: &SettingsHost<'_>,
+    server_entry: impl FnOnce(&Wiring) -> Value,
+    finish: impl FnOnce(&mut Value) -> Result<()>,
+) -> Result<super::SetupPlan> {
+    if let Some((k, _)) = req.options.first() {
+        bail!("setup {}: unknown option `{k}` (it takes none)", h.host);
+    }
+    let (s_text, mut settings) = read_json(h.settings)?;
+    let (m_text, mut servers) = read_json(h.servers)?;
+    let found = find_in_json(&settings, &servers);
+    let w = Wiring::new(
+        req,
+        (found.hook.is_some() || found.server.is_some()).then_some(&found),
+        vec![h.skills.to_path_buf()],
+    )?;
+    let hook = w.auto().then(|| w.hook_command(h.host));
+    merge_prompt_hook(&mut settings, h.settings, hook.as_deref())?;
+    merge_string_list(
+        &mut settings,
+        h.settings,
+        &["permissions", "allow"],
+        &mcp_tool_names(),
+        !w.auto(),
+    )?;
+    if w.auto() {
+        remove_path(&mut servers, &["mcpServers", SERVER])?;
+    } else {
+        // Keys setup owns; the user's own (`env`, `timeout`, …) stay.
+        super::merge_keys(&mut servers, &["mcpServers", SERVER], server_entry(&w))?;
+        finish(&mut servers)?;
+    }
+    let mut plan = super::SetupPlan::default();
+    plan.changes
+        .push(json_change(h.settings, s_text, &settings));
+    if m_text.is_some() || !w.auto() {
+        plan.changes.push(json_change(h.servers, m_text, &servers));
+    }
+    plan.notes.push(w.mode_note());
+    plan.notes.push(format!(
+        "Then: {} uses skillsearch; `skillsearch doctor {}` checks it.",
+        h.try_it, h.host
+    ));
+    Ok(plan)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
