@@ -15,7 +15,7 @@ use skillsearch_core::turn::injected_context;
 
 fn check_reply(host: HookHost, context: &str) {
     let line = reply_line(host.reply(context));
-    let codebuddy = host == HookHost::Codebuddy;
+    let codebuddy = matches!(host, HookHost::Codebuddy | HookHost::Workbuddy);
     let Some(line) = line else {
         assert!(
             context.is_empty() && !codebuddy,
@@ -47,10 +47,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&pick, raw)) = data.split_first() else {
         return;
     };
-    let flag = match pick % 4 {
+    let flag = match pick % 5 {
         0 => None,
         1 => Some(HookHost::ClaudeCode),
         2 => Some(HookHost::Codex),
+        3 => Some(HookHost::Workbuddy),
         _ => Some(HookHost::Codebuddy),
     };
     let input = read_input(Ok(raw), flag);
@@ -71,7 +72,9 @@ fuzz_target!(|data: &[u8]| {
         input.cwd.as_deref().and_then(|p| p.to_str()),
         field("cwd").and_then(Value::as_str)
     );
-    let shown = if field("client").is_some() || field("generation_id").is_some() {
+    let shown = if field("client").and_then(Value::as_str) == Some("WorkBuddy") {
+        HookHost::Workbuddy
+    } else if field("client").is_some() || field("generation_id").is_some() {
         HookHost::Codebuddy
     } else if field("turn_id").is_some() {
         HookHost::Codex

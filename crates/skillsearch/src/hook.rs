@@ -33,6 +33,8 @@ pub enum HookHost {
     ClaudeCode,
     Codex,
     Codebuddy,
+    /// WorkBuddy desktop: CodeBuddy's dialect, its own directories.
+    Workbuddy,
 }
 
 impl HookHost {
@@ -41,12 +43,15 @@ impl HookHost {
             HookHost::ClaudeCode => "claude-code",
             HookHost::Codex => "codex",
             HookHost::Codebuddy => "codebuddy",
+            HookHost::Workbuddy => "workbuddy",
         }
     }
 
     /// Recognises the host from fields only it sends.
     fn detect(input: &Value) -> HookHost {
-        if input.get("client").is_some() || input.get("generation_id").is_some() {
+        if input.get("client").and_then(Value::as_str) == Some("WorkBuddy") {
+            HookHost::Workbuddy
+        } else if input.get("client").is_some() || input.get("generation_id").is_some() {
             HookHost::Codebuddy
         } else if input.get("turn_id").is_some() {
             HookHost::Codex
@@ -58,7 +63,7 @@ impl HookHost {
     /// The reply: `additionalContext` when there is something to inject, otherwise nothing
     /// (CodeBuddy wants `{"continue":true}`).
     pub fn reply(self, context: &str) -> Option<Value> {
-        let cont = self == HookHost::Codebuddy;
+        let cont = matches!(self, HookHost::Codebuddy | HookHost::Workbuddy);
         if context.is_empty() {
             return cont.then(|| json!({"continue": true}));
         }

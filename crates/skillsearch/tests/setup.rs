@@ -579,3 +579,95 @@ fn openclaw_setup_never_evicts_another_context_engine_silently() {
     let bad = setup("auto", &["--set", "replace_context_engine=maybe"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// WorkBuddy: a local marketplace whose plugin carries the hook (auto) or the MCP server
+/// (on_demand); the hook it writes answers a WorkBuddy turn in CodeBuddy's dialect; doctor is
+/// green after setup and red when the plugin's manifest is gone; setup is idempotent.
+#[test]
+fn workbuddy_gets_a_marketplace_plugin_whose_hook_answers() {
+    let h = Home::new();
+    fs::write(
+        h.skills.join("SKILL.md"),
+        "---\nname: deck-template\ndescription: Build the quarterly slide deck from our template\n---\nUse Aurora-QBR-v7.\n",
+    )
+    .unwrap();
+    let market = h.home.join(".skillsearch/workbuddy");
+    let home_flag = h.home.join(".skillsearch");
+    let home_s = home_flag.to_string_lossy().into_owned();
+    let skills = h.skills.to_string_lossy().into_owned();
+    let run = |args: &[&str]| {
+        let mut a = vec!["--home", home_s.as_str()];
+        a.extend_from_slice(args);
+        h.run(&a)
+    };
+    let o = run(&["setup", "workbuddy", "--mode", "auto", "--skills", &skills]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plugin: Value = serde_json::from_str(
+        &fs::read_to_string(market.join("plugin/.codebuddy-plugin/plugin.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(plugin["hooks"], "./hooks/hooks.json");
+    let mkt: Value = serde_json::from_str(
+        &fs::read_to_string(market.join(".codebuddy-plugin/marketplace.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(mkt["plugins"][0]["source"], "./plugin");
+    let hooks: Value =
+        serde_json::from_str(&fs::read_to_string(market.join("plugin/hooks/hooks.json")).unwrap())
+            .unwrap();
+    let hook = &hooks["hooks"]["UserPromptSubmit"][0]["hooks"][0];
+    assert_eq!(hook["timeout"], 10);
+    let cmd = hook["command"].as_str().unwrap();
+    assert!(cmd.contains("--host workbuddy"), "{cmd}");
+    // The command as WorkBuddy runs it, with a WorkBuddy turn on stdin.
+    let mut child = Command::new("sh")
+        .args(["-c", cmd])
+        .env("HOME", &h.home)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"prompt": "build the quarterly slide deck", "cwd": "/tmp", "client": "WorkBuddy", "agent_type": "main"}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["continue"], true);
+    assert!(
+        v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("Aurora-QBR-v7"),
+        "{v}"
+    );
+    let o = run(&["doctor", "workbuddy", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(o.status.success() && failed(&v).is_empty(), "{v}");
+    let again = run(&["setup", "workbuddy", "--mode", "auto"]);
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Already set up"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+
+    let o = run(&["setup", "workbuddy", "--mode", "on_demand"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let servers: Value =
+        serde_json::from_str(&fs::read_to_string(market.join("plugin/mcp/servers.json")).unwrap())
+            .unwrap();
+    let args = servers["mcpServers"]["skillsearch"]["args"].to_string();
+    assert!(args.contains("\"mcp\"") && args.contains(&skills), "{args}");
+    let hooks: Value =
+        serde_json::from_str(&fs::read_to_string(market.join("plugin/hooks/hooks.json")).unwrap())
+            .unwrap();
+    assert_eq!(hooks, json!({}), "no hook in on_demand");
+
+    fs::remove_file(market.join("plugin/.codebuddy-plugin/plugin.json")).unwrap();
+    let o = run(&["doctor", "workbuddy", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(failed(&v), ["plugin"], "{v}");
+}

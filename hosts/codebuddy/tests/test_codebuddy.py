@@ -131,3 +131,30 @@ def test_plugin_dir_mcp_server(tmp_path):
         )
         assert p.returncode == 0, p.stderr[-2000:]
     e2e.assert_searched(fm, "DeferExecuteTool")
+
+
+def test_workbuddy_setup_plugin_mcp_server(tmp_path):
+    """`skillsearch setup workbuddy` writes a marketplace whose plugin WorkBuddy installs; the
+    WorkBuddy app cannot run here, so its engine loads that plugin with --plugin-dir: the MCP
+    server it declares starts and answers through ToolSearch (#22 item 9). Its auto-mode hook
+    is not driven here: plugin hooks do not fire in codebuddy-headless 2.163.0 (they do in
+    WorkBuddy); `tests/setup.rs` runs the hook command the plugin declares."""
+    ws = e2e.workspace(tmp_path)
+    with FakeModel(tools=PLAN) as fm:
+        prepare(ws, fm, "auto")  # models.json; the settings hook is then removed below
+        (ws.home / ".codebuddy" / "settings.json").write_text("{}")
+        ws.setup("workbuddy", "on_demand")
+        doc = ws.doctor("workbuddy")
+        e2e.assert_green(doc)
+        plugin = ws.home / ".skillsearch" / "workbuddy" / "plugin"
+        cb = e2e.host_bin("CODEBUDDY_BIN")
+        p = e2e.timed(
+            HOST,
+            "workbuddy-plugin-on_demand",
+            [cb, "-p", QUERY, "--model", "fake-model", "-y", "--output-format", "json",
+             "--plugin-dir", str(plugin)],
+            cwd=ws.project,
+            env=ws.env(),
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+    e2e.assert_searched(fm, "DeferExecuteTool")

@@ -93,6 +93,18 @@ fn snake(key: &str) -> String {
     out
 }
 
+/// A key as the Python reference spells it: snake_case, WorkBuddy's names for the weights and
+/// the shared install.
+fn canonical(key: &str) -> String {
+    let k = snake(key);
+    match k.as_str() {
+        "local_weight" => "weight_local".into(),
+        "hub_weight" => "weight_hub".into(),
+        "share_skills" => "install_to_shared".into(),
+        _ => k,
+    }
+}
+
 /// Reference keys with no meaning here, and why.
 fn no_meaning(key: &str) -> Option<&'static str> {
     Some(match key {
@@ -107,6 +119,9 @@ fn no_meaning(key: &str) -> Option<&'static str> {
             "hits collapse by qualified id, and a remote copy with a local skill's exact body is dropped"
         }
         "over_fetch" => "each source is asked for per_source_max hits",
+        "index_cache_path" => {
+            "the index is kept on disk under skillsearch's home and reopened, not rebuilt, per turn"
+        }
         "resolve_refs" => {
             "relative links and {baseDir} are always resolved against the skill directory"
         }
@@ -132,11 +147,11 @@ fn convert(
     let mut out: Map<String, Value> = Map::new();
     let mut left_out: Vec<(String, String)> = Vec::new();
     let mut unknown: Vec<String> = Vec::new();
-    let keys: Vec<(String, &Value)> = obj.iter().map(|(k, v)| (snake(k), v)).collect();
+    let keys: Vec<(String, &Value)> = obj.iter().map(|(k, v)| (canonical(k), v)).collect();
     let get = |k: &str| keys.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
     let written = |k: &str| -> String {
         obj.keys()
-            .find(|w| snake(w) == k)
+            .find(|w| canonical(w) == k)
             .cloned()
             .unwrap_or_else(|| k.to_owned())
     };
@@ -501,6 +516,22 @@ hub_endpoint = ""
             "{t}"
         );
         assert!(t.contains("available_tools = [\"read\"]\n"), "{t}");
+    }
+
+    #[test]
+    fn workbuddy_names_its_weights_its_own_way() {
+        let text = r#"{"localWeight": 2, "hubWeight": 0.85, "rrfK": 10, "indexCachePath": "/d/i.json", "shareSkills": true, "logPath": "/d/s.log"}"#;
+        let got = import("config.json", text, home()).unwrap();
+        let t = &got.toml;
+        assert!(
+            t.contains("weight_hub = 0.425\n") && t.contains("rrf_k = 10\n"),
+            "{t}"
+        );
+        assert!(t.contains("log_path = \"/d/s.log\"\n"), "{t}");
+        assert!(
+            t.contains("# indexCachePath: ") && t.contains("# shareSkills: "),
+            "{t}"
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod doctor;
 pub mod hermes;
 pub mod openclaw;
 pub mod wiring;
+pub mod workbuddy;
 
 /// The hosts `setup` and `doctor` know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -36,6 +37,9 @@ pub enum Host {
     Codebuddy,
     /// Hermes Agent 0.19+ (memory-provider plugin: prefetch in auto, tools in on_demand)
     Hermes,
+    /// WorkBuddy desktop: a local marketplace with the skillsearch plugin (hook in auto, MCP
+    /// server in on_demand) to install from WorkBuddy's plugin settings
+    Workbuddy,
 }
 
 /// Plans the host's changes and applies them.
@@ -46,6 +50,7 @@ pub fn run_setup(out: &mut Out, host: Host, req: &SetupRequest, dry_run: bool) -
         Host::Codex => codex::setup(req)?,
         Host::Codebuddy => codebuddy::setup(req)?,
         Host::Hermes => hermes::setup(req)?,
+        Host::Workbuddy => workbuddy::setup(req)?,
     };
     apply(out, &plan, dry_run)?;
     Ok(0)
@@ -59,6 +64,7 @@ pub fn run_doctor(out: &mut Out, host: Host, home: &Path, json: bool) -> Result<
         Host::Codex => codex::doctor(home)?,
         Host::Codebuddy => codebuddy::doctor(home)?,
         Host::Hermes => hermes::doctor(home)?,
+        Host::Workbuddy => workbuddy::doctor(home)?,
     };
     report(out, host, &checks, json)
 }
