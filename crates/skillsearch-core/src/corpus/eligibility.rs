@@ -88,7 +88,7 @@ impl EligibilityEnv {
 
     /// [`EligibilityEnv::from_process`], judging `requires.config` and `skills.entries` against
     /// the host config the settings name (`host_config`; by default OpenClaw's, see
-    /// [`openclaw_config_path`]), read now and re-read by [`EligibilityEnv::refresh`].
+    /// `openclaw_config_path`), read now and re-read by [`EligibilityEnv::refresh`].
     pub fn for_settings(s: &crate::config::Settings) -> Self {
         use crate::config::HostConfig;
         let path = match &s.host_config {
