@@ -629,6 +629,11 @@ fn host_supplied_sources_join_the_turn() {
             json!([{"name": "x", "weight": 99, "hits": []}]),
             "sources.x.weight 99",
         ),
+        // Past f32's range: the same error as over stdio (found by fuzz/serve_request).
+        (
+            json!([{"name": "x", "weight": 1.3e99, "hits": []}]),
+            "sources.x.weight 13000000000000000",
+        ),
         (
             json!([{"name": "x", "hits": [{"id": "1", "name": "n"}]}]),
             "missing field `body`",

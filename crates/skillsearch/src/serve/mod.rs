@@ -191,11 +191,14 @@ pub struct RetrieveReq {
 pub struct SourceReq {
     pub name: String,
     #[serde(default = "default_source_weight")]
-    pub weight: f32,
+    /// Read as f64 so that an out-of-range number is the same "not from 0 to 10" error over
+    /// both transports (as f32, serde_json read `1.3e99` from a `Value` but refused it from
+    /// bytes; found by fuzz/serve_request).
+    pub weight: f64,
     pub hits: Vec<SourceHitReq>,
 }
 
-fn default_source_weight() -> f32 {
+fn default_source_weight() -> f64 {
     1.0
 }
 
@@ -273,7 +276,7 @@ pub fn host_sources(reqs: Vec<SourceReq>) -> Result<Vec<HostSource>, ApiError> {
             .collect();
         out.push(HostSource {
             name,
-            weight: src.weight,
+            weight: src.weight as f32,
             hits,
         });
     }
