@@ -52,6 +52,15 @@ pub enum Error {
     /// The hub's own safety score of a skill is below `hub_min_safety`.
     #[error("hub skill `{id}` has safety score {score} (below the minimum {min}); not used")]
     HubUnsafe { id: String, score: f64, min: f64 },
+    /// A marketplace (ClawHub, skillhub.cn) call failed: unreachable, past its deadline, an
+    /// HTTP error (`status`), or an answer that is not the documented shape.
+    #[error("{market} {op}: {message}")]
+    Market {
+        market: &'static str,
+        op: String,
+        status: Option<u16>,
+        message: String,
+    },
     /// A bundle entry that could escape the cache or is not a plain file; nothing was installed.
     #[error("bundle `{bundle}`: entry `{entry}` {reason}; nothing was installed")]
     BundleUnsafe {

@@ -525,3 +525,133 @@ fn the_gate_takes_configured_tools_or_says_why_it_has_none() {
         ],
     );
 }
+
+/// A ClawHub offering `pdf-fill` (its body names `{{HOME}}`) and `pdf-empty` (a bundle whose
+/// `SKILL.md` has no body), each downloaded straight from the download route.
+fn clawhub() -> Fake {
+    let fill = zip_of(&[(
+        "pdf-fill/SKILL.md",
+        b"---\nname: pdf-fill\ndescription: Fill PDF forms\n---\n\n# Fill PDF forms\nWrite the filled form to {{HOME}}/forms with qpdf.\n" as &[u8],
+    )]);
+    let empty = zip_of(&[(
+        "pdf-empty/SKILL.md",
+        b"---\nname: pdf-empty\ndescription: Fill PDF forms fast\n---\n" as &[u8],
+    )]);
+    Fake::start(move |r| match r.path.as_str() {
+        "/api/v1/search" => Reply::Json(
+            200,
+            json!({"results": [
+                {"slug": "pdf-fill", "displayName": "pdf-fill", "summary": "Fill the fields of PDF forms",
+                 "score": 0.9, "version": "1.0.0", "pathguard_processed": true},
+                {"slug": "pdf-empty", "displayName": "pdf-empty", "summary": "Fill PDF form fields fast",
+                 "score": 0.8}
+            ]}),
+        ),
+        "/api/v1/download" if r.query().contains("slug=pdf-fill") => zip_reply(fill.clone()),
+        "/api/v1/download" if r.query().contains("slug=pdf-empty") => zip_reply(empty.clone()),
+        _ => Reply::Body(404, "Not found".into()),
+    })
+}
+
+#[test]
+fn marketplace_skills_are_installed_before_the_gate_and_never_expanded() {
+    let w = world(false);
+    let market = clawhub();
+    let llm = model(
+        || chat_reply("{}"),
+        || chat_reply(r#"{"plan": "fill it", "skills": ["clawhub/pdf-fill"]}"#),
+    );
+    let base = format!("{}/v1", llm.base);
+    let r = remote(
+        &w.home(),
+        &[
+            ("SKILLSEARCH_CLAWHUB_ENDPOINT", &market.base),
+            ("SKILLSEARCH_MODEL", "m"),
+            ("SKILLSEARCH_MODEL_BASE_URL", &base),
+            ("SKILLSEARCH_REWRITE", "false"),
+            ("SKILLSEARCH_RESOLVE_PLACEHOLDERS", "true"),
+            ("SKILLSEARCH_HOME_DIR", "/home/tester"),
+        ],
+    );
+    assert!(
+        r.remote().gate_on(),
+        "a marketplace turns the gate on by default"
+    );
+    let t = Turn {
+        tools: Some(vec!["read".into()]),
+        ..Turn::default()
+    };
+    let got = turn(&w, QUERY, 2, &r, &t);
+    assert_eq!(ids(&got), ["clawhub/pdf-fill"], "{:#?}", got.stages);
+    assert!(
+        got.notes
+            .iter()
+            .any(|n| n == "clawhub/pdf-empty has no body after install; dropped"),
+        "{:?}",
+        got.notes
+    );
+    // The gate read the body the install gave it; the dropped hit never reached it.
+    let g = got.stages.gate.as_ref().unwrap();
+    assert!(
+        !g.candidates.contains(&"clawhub/pdf-empty".to_owned()),
+        "{g:?}"
+    );
+    let gate_prompt = llm.requests().last().unwrap().prompt().to_owned();
+    assert!(gate_prompt.contains("- clawhub/pdf-fill: Fill the fields of PDF forms"));
+    assert!(gate_prompt.contains("Write the filled form to {{HOME}}/forms"));
+    // Installed under <home>/cache/clawhub once, before the gate, and not again after it.
+    let hit = &got.hits[0];
+    assert!(
+        hit.skill_dir.starts_with(w.home().join("cache/clawhub")),
+        "{}",
+        hit.skill_dir.display()
+    );
+    assert_eq!(market.count("/api/v1/download"), 2);
+    // A marketplace body is never expanded, whatever its catalogue item claims.
+    assert!(
+        got.text.contains("Write the filled form to {{HOME}}/forms"),
+        "{}",
+        got.text
+    );
+    assert!(got.text.contains(&format!(
+        "**Skill directory**: `{}`",
+        hit.skill_dir.display()
+    )));
+    assert_eq!(got.stages.sources[0].source, "clawhub");
+    // skill_read follows the id into the installed bundle, unexpanded; an unknown id (the
+    // marketplace answers 404) gets the fixed reply naming it.
+    let read = r.skill_read(&w.idx, "clawhub/pdf-fill", None, 0, &Turn::default());
+    assert!(
+        read.contains("### Skill: pdf-fill  [clawhub/pdf-fill]"),
+        "{read}"
+    );
+    assert!(read.contains("{{HOME}}/forms"), "{read}");
+    assert_eq!(
+        market.count("/api/v1/download"),
+        2,
+        "read from this process's install"
+    );
+    let read = r.skill_read(&w.idx, "clawhub/nope", None, 0, &Turn::default());
+    assert!(read.contains("clawhub/nope"), "{read}");
+    assert!(!read.contains("### Skill"), "{read}");
+}
+
+#[test]
+fn a_marketplace_that_is_down_leaves_the_local_answer() {
+    let w = world(false);
+    let r = remote(
+        &w.home(),
+        &[("SKILLSEARCH_SKILLHUB_CN_ENDPOINT", &dead_base())],
+    );
+    let got = turn(&w, QUERY, 2, &r, &Turn::default());
+    assert_eq!(ids(&got), ["local/pdf-extract"], "{:#?}", got.stages);
+    assert!(got.stages.degraded);
+    assert!(
+        got.notes
+            .iter()
+            .any(|n| n.starts_with("skillhub_cn http://") && n.ends_with("; answered without it")),
+        "{:?}",
+        got.notes
+    );
+    assert!(got.stages.sources[0].error.is_some());
+}

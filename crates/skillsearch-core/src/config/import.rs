@@ -125,14 +125,6 @@ fn no_meaning(key: &str) -> Option<&'static str> {
         "resolve_refs" => {
             "relative links and {baseDir} are always resolved against the skill directory"
         }
-        "clawhub_endpoint"
-        | "skillhub_cn_endpoint"
-        | "weight_clawhub"
-        | "weight_skillhub_cn"
-        | "marketplace_timeout_s"
-        | "marketplace_download_timeout_s" => {
-            "marketplaces (ClawHub, skillhub.cn) are not a skill source in skillsearch yet"
-        }
         "provider" => "the model is any OpenAI-compatible endpoint: model_base_url and model",
         "agent_id" | "weight_memory" | "memory" => "removed from the reference system itself",
         _ => return None,
@@ -272,6 +264,8 @@ fn convert(
             "gate_timeout_ms" => ("gate_timeout_s", secs(1000.0)?),
             "hub_download_timeout_ms" => ("hub_download_timeout_s", secs(1000.0)?),
             "model_timeout_ms" => ("model_timeout_s", secs(1000.0)?),
+            "marketplace_timeout_ms" => ("marketplace_timeout_s", secs(1000.0)?),
+            "marketplace_download_timeout_ms" => ("marketplace_download_timeout_s", secs(1000.0)?),
             "weight_local" => {
                 if weight_local.is_none() {
                     return Err(bad_type(k, "a number"));
@@ -279,14 +273,14 @@ fn convert(
                 // Only the ratio of the weights matters in weighted RRF; local is ours' unit.
                 left_out.push((
                     w,
-                    "local hits have weight 1 in skillsearch; weight_hub is divided by it".into(),
+                    "local hits have weight 1 in skillsearch; the remote sources' weights are divided by it".into(),
                 ));
                 continue;
             }
-            "weight_hub" => {
-                let hub = number(v).ok_or_else(|| bad_type(k, "a number"))?;
+            "weight_hub" | "weight_clawhub" | "weight_skillhub_cn" => {
+                let remote = number(v).ok_or_else(|| bad_type(k, "a number"))?;
                 let local = weight_local.filter(|l| *l > 0.0).unwrap_or(1.0);
-                ("weight_hub", Value::from(hub / local))
+                (k, Value::from(remote / local))
             }
             "available_tools" => (
                 "available_tools",
@@ -323,7 +317,11 @@ fn convert(
         if value.as_str() == Some("")
             && !matches!(
                 ours,
-                "hub_endpoint" | "model_base_url" | "embedding_base_url"
+                "hub_endpoint"
+                    | "clawhub_endpoint"
+                    | "skillhub_cn_endpoint"
+                    | "model_base_url"
+                    | "embedding_base_url"
             )
         {
             continue;
@@ -511,8 +509,9 @@ hub_endpoint = ""
             "{t}"
         );
         assert!(t.contains("model_api_key = \"sk-x\"\n"), "{t}");
+        assert!(t.contains("# bundleCacheDir: "), "{t}");
         assert!(
-            t.contains("# bundleCacheDir: ") && t.contains("# clawhubEndpoint: "),
+            t.contains("clawhub_endpoint = \"https://clawhub.ai\"\n"),
             "{t}"
         );
         assert!(t.contains("available_tools = [\"read\"]\n"), "{t}");
@@ -520,11 +519,13 @@ hub_endpoint = ""
 
     #[test]
     fn workbuddy_names_its_weights_its_own_way() {
-        let text = r#"{"localWeight": 2, "hubWeight": 0.85, "rrfK": 10, "indexCachePath": "/d/i.json", "shareSkills": true, "logPath": "/d/s.log"}"#;
+        let text = r#"{"localWeight": 2, "hubWeight": 0.85, "weightClawhub": 0.75, "rrfK": 10, "indexCachePath": "/d/i.json", "shareSkills": true, "logPath": "/d/s.log"}"#;
         let got = import("config.json", text, home()).unwrap();
         let t = &got.toml;
         assert!(
-            t.contains("weight_hub = 0.425\n") && t.contains("rrf_k = 10\n"),
+            t.contains("weight_hub = 0.425\n")
+                && t.contains("weight_clawhub = 0.375\n")
+                && t.contains("rrf_k = 10\n"),
             "{t}"
         );
         assert!(t.contains("log_path = \"/d/s.log\"\n"), "{t}");

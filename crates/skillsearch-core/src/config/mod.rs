@@ -324,11 +324,65 @@ pub const KEYS: &[KeyDef] = &[
         doc: "Weight of hub hits when they are fused with local hits.",
     },
     KeyDef {
+        name: "clawhub_endpoint",
+        env: "SKILLSEARCH_CLAWHUB_ENDPOINT",
+        kind: Kind::Url,
+        default: "\"\"",
+        doc: "Base URL of the ClawHub marketplace (e.g. https://clawhub.ai), searched as a skill source; its skills are installed into <home>/cache/clawhub before the gate. Empty: not used.",
+    },
+    KeyDef {
+        name: "skillhub_cn_endpoint",
+        env: "SKILLSEARCH_SKILLHUB_CN_ENDPOINT",
+        kind: Kind::Url,
+        default: "\"\"",
+        doc: "Base URL of the skillhub.cn marketplace (e.g. https://api.skillhub.cn), searched as a skill source; its skills are installed into <home>/cache/skillhub_cn before the gate. Empty: not used.",
+    },
+    KeyDef {
+        name: "weight_clawhub",
+        env: "SKILLSEARCH_WEIGHT_CLAWHUB",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 10.0,
+        },
+        default: "0.75",
+        doc: "Weight of ClawHub hits when they are fused with local hits.",
+    },
+    KeyDef {
+        name: "weight_skillhub_cn",
+        env: "SKILLSEARCH_WEIGHT_SKILLHUB_CN",
+        kind: Kind::Float {
+            min: 0.0,
+            max: 10.0,
+        },
+        default: "0.75",
+        doc: "Weight of skillhub.cn hits when they are fused with local hits.",
+    },
+    KeyDef {
+        name: "marketplace_timeout_s",
+        env: "SKILLSEARCH_MARKETPLACE_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.05,
+            max: 60.0,
+        },
+        default: "5.0",
+        doc: "Hard deadline of one marketplace search (seconds).",
+    },
+    KeyDef {
+        name: "marketplace_download_timeout_s",
+        env: "SKILLSEARCH_MARKETPLACE_DOWNLOAD_TIMEOUT_S",
+        kind: Kind::Float {
+            min: 0.05,
+            max: 600.0,
+        },
+        default: "30.0",
+        doc: "Hard deadline of one marketplace skill download, redirects included (seconds).",
+    },
+    KeyDef {
         name: "per_source_max",
         env: "SKILLSEARCH_PER_SOURCE_MAX",
         kind: Kind::Int { min: 1, max: 50 },
         default: "2",
-        doc: "Most hits one source (the local index, the hub) contributes to a turn.",
+        doc: "Most hits one source (the local index, the hub, a marketplace) contributes to a turn.",
     },
     KeyDef {
         name: "model",
@@ -607,6 +661,14 @@ pub struct Settings {
     pub hub_download_timeout_s: f64,
     pub hub_min_safety: f64,
     pub weight_hub: f32,
+    /// Empty: ClawHub is not searched.
+    pub clawhub_endpoint: String,
+    /// Empty: skillhub.cn is not searched.
+    pub skillhub_cn_endpoint: String,
+    pub weight_clawhub: f32,
+    pub weight_skillhub_cn: f32,
+    pub marketplace_timeout_s: f64,
+    pub marketplace_download_timeout_s: f64,
     pub per_source_max: usize,
     /// The chat model (`model*` keys).
     pub llm: ModelSettings,
@@ -1080,6 +1142,14 @@ pub fn resolve(layers: &Layers) -> Result<Settings, ConfigError> {
         hub_download_timeout_s: get("hub_download_timeout_s").as_f64().unwrap_or(0.0),
         hub_min_safety: get("hub_min_safety").as_f64().unwrap_or(0.0),
         weight_hub: float("weight_hub"),
+        clawhub_endpoint: text("clawhub_endpoint"),
+        skillhub_cn_endpoint: text("skillhub_cn_endpoint"),
+        weight_clawhub: float("weight_clawhub"),
+        weight_skillhub_cn: float("weight_skillhub_cn"),
+        marketplace_timeout_s: get("marketplace_timeout_s").as_f64().unwrap_or(0.0),
+        marketplace_download_timeout_s: get("marketplace_download_timeout_s")
+            .as_f64()
+            .unwrap_or(0.0),
         per_source_max: int("per_source_max") as usize,
         llm: ModelSettings {
             model: text("model").trim().to_owned(),

@@ -1,6 +1,7 @@
 //! One remote HTTP endpoint. The hub, the chat model and the embeddings server each hold an
 //! [`Endpoint`]: its base URL (http or https), its API key (sent only as `Authorization: Bearer`,
-//! redacted from `Debug`), one pooled agent that follows no redirect, and one circuit breaker
+//! redacted from `Debug`), one pooled agent that follows no redirect (a marketplace's download
+//! endpoint follows a few, never sending the key on), and one circuit breaker
 //! shared by every clone. Every call has a hard deadline covering connect, send and read, and a
 //! limit on the bytes read; a transport failure comes back as a [`Failure`] that the client
 //! turns into its own error (naming the hub operation, or the model URL).
@@ -63,15 +64,28 @@ impl Endpoint {
     /// An endpoint at `base` (surrounding blanks and trailing slashes dropped), or why not:
     /// only `http://` and `https://` URLs are used.
     pub fn new(base: &str, key: Secret) -> Result<Endpoint, String> {
+        Self::build(base, key, 0)
+    }
+
+    /// Like [`Endpoint::new`], but up to `max` redirects are followed (a marketplace download
+    /// answers 302 to a signed storage URL on another host). The key is never sent past the
+    /// first hop, and more redirects than `max` are a transport failure.
+    pub fn following_redirects(base: &str, key: Secret, max: u32) -> Result<Endpoint, String> {
+        Self::build(base, key, max)
+    }
+
+    fn build(base: &str, key: Secret, redirects: u32) -> Result<Endpoint, String> {
         let base = base.trim().trim_end_matches('/').to_owned();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(format!("`{base}` is not an http:// or https:// URL"));
         }
         let agent = ureq::Agent::config_builder()
-            // Statuses are the client's to judge; a redirect is an answer, never followed.
+            // Statuses are the client's to judge; without `redirects`, a redirect is an
+            // answer, never followed.
             .http_status_as_error(false)
-            .max_redirects(0)
-            .max_redirects_will_error(false)
+            .max_redirects(redirects)
+            .max_redirects_will_error(redirects > 0)
+            .redirect_auth_headers(ureq::config::RedirectAuthHeaders::Never)
             .user_agent(concat!("skillsearch/", env!("CARGO_PKG_VERSION")))
             .build()
             .new_agent();

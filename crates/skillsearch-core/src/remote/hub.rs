@@ -22,7 +22,7 @@ use crate::corpus::frontmatter;
 use crate::error::{Error, Result};
 use crate::index::relevance::Guard;
 use crate::remote::http::{Answer, Endpoint, Failure, Request};
-use crate::remote::source::{RemoteHit, SkillSource};
+use crate::remote::source::{Found, Rejected, RemoteHit, SkillSource};
 use serde_json::{Value, json};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -256,6 +256,21 @@ impl HubClient {
         self.endpoint.base()
     }
 
+    /// The deadline of one search or read.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The deadline of one bundle download.
+    pub fn download_timeout(&self) -> Duration {
+        self.download_timeout
+    }
+
+    /// Where bundles are extracted.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
     /// One GET with a hard deadline: the earlier of `deadline` and now + `step`. A hub that
     /// cannot be reached, hangs or fails (5xx) counts against its breaker; any other answer,
     /// even a refusal, shows it is up.
@@ -414,20 +429,6 @@ impl HubClient {
     }
 }
 
-/// Why a discovered item was not returned.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rejected {
-    pub id: String,
-    pub reason: String,
-}
-
-/// A search with the items the filters dropped.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HubSearch {
-    pub hits: Vec<RemoteHit>,
-    pub rejected: Vec<Rejected>,
-}
-
 /// The hub as a [`SkillSource`]: discover, then the safety, quality and relevance filters.
 #[derive(Debug)]
 pub struct HubSource {
@@ -468,11 +469,8 @@ impl HubSource {
     /// Discover and filter, in the reference's order: items without `id` or `name`, then
     /// `score_safety` below the minimum, then `quality_score` below 0.45, then the lexical
     /// relevance guard on name + description + tags; at most `min(k, per_source_max)` kept.
-    pub fn search_explained(&self, query: &str, k: usize, deadline: Instant) -> Result<HubSearch> {
-        let mut out = HubSearch {
-            hits: Vec::new(),
-            rejected: Vec::new(),
-        };
+    pub fn search_explained(&self, query: &str, k: usize, deadline: Instant) -> Result<Found> {
+        let mut out = Found::default();
         let cap = k.min(self.per_source_max);
         let guard = Guard::new(query);
         // Nothing could pass the guard: do not ask.

@@ -1,16 +1,20 @@
 //! The parts of a turn beyond the local index (reference §1.1): the query rewrite, the remote
-//! hub, and the gate, all through the network and all fail-open. The turn pipeline runs them in
+//! sources (the hub and the marketplaces), and the gate, all through the network and all
+//! fail-open. The turn pipeline runs them in
 //! the reference's order; this module holds the clients the settings configure.
 
 pub(crate) mod breaker;
 pub(crate) mod http;
 pub(crate) mod hub;
 pub mod llm;
+pub(crate) mod marketplace;
 pub(crate) mod source;
 
 use crate::config::Settings;
 use crate::remote::hub::{HubSettings, HubSource};
 use crate::remote::llm::{ChatClient, GateOptions};
+use crate::remote::marketplace::{MarketSettings, Marketplace};
+use crate::remote::source::Source;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,10 +22,11 @@ use std::time::Duration;
 /// What a turn may use besides the local index, built once per process from the settings.
 #[derive(Debug, Default)]
 pub struct Remote {
-    pub(crate) hub: Option<HubSource>,
+    /// The sources searched beside the local index: the hub, then ClawHub, then skillhub.cn,
+    /// those configured.
+    pub(crate) sources: Vec<Source>,
+    /// Where hub bundles go (also when no hub is configured: placeholders name it).
     pub(crate) hub_cache: PathBuf,
-    pub(crate) hub_timeout: Duration,
-    pub(crate) hub_download_timeout: Duration,
     pub(crate) per_source_max: usize,
     pub(crate) chat: Option<ChatClient>,
     /// Set when the rewrite runs: its deadline.
@@ -47,15 +52,24 @@ impl Remote {
             gate_pool: s.gate_pool,
             ..Remote::default()
         };
+        r.hub_cache = HubSettings::default_cache_dir(home);
         if let Some(hs) = HubSettings::from_settings(s, home) {
             r.hub_cache = hs.cache_dir.clone();
-            r.hub_timeout = hs.timeout;
-            r.hub_download_timeout = hs.download_timeout;
             match HubSource::new(&hs) {
-                Ok(h) => r.hub = Some(h),
+                Ok(h) => r.sources.push(Source::Hub(h)),
                 Err(e) => r
                     .notes
                     .push(format!("hub `{}` is not used: {e}", s.hub_endpoint)),
+            }
+        }
+        for ms in MarketSettings::from_settings(s, home) {
+            match Marketplace::new(&ms) {
+                Ok(m) => r.sources.push(Source::Market(m)),
+                Err(e) => r.notes.push(format!(
+                    "{} `{}` is not used: {e}",
+                    ms.market.label(),
+                    ms.endpoint
+                )),
             }
         }
         if s.llm.is_configured() {
@@ -64,7 +78,7 @@ impl Remote {
                     r.chat = Some(c);
                     r.rewrite_timeout = s.rewrite_enabled().then_some(s.rewrite_timeout);
                     r.gate = s
-                        .gate_enabled(r.hub.is_some())
+                        .gate_enabled(!r.sources.is_empty())
                         .then(|| GateOptions::from_settings(s));
                 }
                 Err(e) => r.notes.push(format!(
@@ -76,13 +90,23 @@ impl Remote {
         r
     }
 
-    /// Whether any remote part runs (a hub, a rewrite or a gate).
+    /// Whether any remote part runs (a source, a rewrite or a gate).
     pub fn is_active(&self) -> bool {
-        self.hub.is_some() || self.rewrite_timeout.is_some() || self.gate.is_some()
+        !self.sources.is_empty() || self.rewrite_timeout.is_some() || self.gate.is_some()
     }
 
     pub fn hub(&self) -> Option<&HubSource> {
-        self.hub.as_ref()
+        self.sources.iter().find_map(|s| match s {
+            Source::Hub(h) => Some(h),
+            Source::Market(_) => None,
+        })
+    }
+
+    /// The source whose hits' ids start with `<label>/`, and the rest of `id`.
+    pub fn source_of<'a>(&self, id: &'a str) -> Option<(&Source, &'a str)> {
+        let (label, rest) = id.split_once('/')?;
+        let src = self.sources.iter().find(|s| s.label() == label)?;
+        Some((src, rest))
     }
 
     pub fn gate_on(&self) -> bool {
@@ -96,7 +120,15 @@ impl Remote {
     /// What runs, for health reports (no secrets).
     pub fn summary(&self) -> RemoteSummary {
         RemoteSummary {
-            hub: self.hub.as_ref().map(|h| h.client().endpoint().to_owned()),
+            hub: self.hub().map(|h| h.client().endpoint().to_owned()),
+            marketplaces: self
+                .sources
+                .iter()
+                .filter_map(|s| match s {
+                    Source::Market(m) => Some(format!("{} {}", m.label(), m.endpoint())),
+                    Source::Hub(_) => None,
+                })
+                .collect(),
             model: self.chat.as_ref().map(|c| c.model().to_owned()),
             rewrite: self.rewrite_on(),
             gate: self.gate_on(),
@@ -104,14 +136,9 @@ impl Remote {
         }
     }
 
-    /// The deadline of one bundle download.
-    pub fn hub_download_timeout(&self) -> Duration {
-        self.hub_download_timeout
-    }
-
-    /// Where hub bundles are extracted.
+    /// Where hub bundles are extracted, when a hub is configured.
     pub fn hub_cache(&self) -> Option<&Path> {
-        self.hub.as_ref().map(|_| self.hub_cache.as_path())
+        self.hub().map(|_| self.hub_cache.as_path())
     }
 }
 
@@ -120,6 +147,9 @@ impl Remote {
 pub struct RemoteSummary {
     /// The hub's endpoint.
     pub hub: Option<String>,
+    /// The marketplaces searched: `<label> <endpoint>`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub marketplaces: Vec<String>,
     /// The chat model's id.
     pub model: Option<String>,
     pub rewrite: bool,
@@ -150,7 +180,7 @@ mod tests {
         })
         .unwrap();
         let r = Remote::from_settings(&s, Path::new("/h"));
-        assert!(r.hub.is_some() && r.chat.is_none() && !r.gate_on());
+        assert!(r.hub().is_some() && r.chat.is_none() && !r.gate_on());
         assert_eq!(r.hub_cache(), Some(Path::new("/h/cache/hub")));
         assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
         assert!(r.notes[0].contains("chat model `m`"), "{:?}", r.notes);

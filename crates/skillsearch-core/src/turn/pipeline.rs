@@ -1,8 +1,9 @@
 //! The turn pipeline in the reference's order (§1.1 of the reference behaviour): rewrite; the
-//! local index and the remote sources searched at once; weighted RRF across them; remote bodies
-//! fetched; exact duplicate bodies dropped (a local copy preferred); the gate, shown the
-//! original query and the agent's tools; cut to `top_k`; the selected hub bundles installed;
-//! rendered. Each numbered stage is one method of [`TurnState`]. Every remote stage is bounded
+//! local index and the remote sources (hub, marketplaces) searched at once; weighted RRF across
+//! them; remote bodies fetched (a marketplace skill installed: its body lives in its zip) and
+//! marketplace hits still without one dropped; exact duplicate bodies dropped (a local copy
+//! preferred); the gate, shown the original query and the agent's tools; cut to `top_k`; the
+//! selected hub bundles installed; rendered. Each numbered stage is one method of [`TurnState`]. Every remote stage is bounded
 //! by its own deadline and the turn's, and fails open: what the healthy parts found is rendered
 //! and [`Retrieval::notes`] says what failed. Only a failure of the local index is an error.
 
@@ -16,9 +17,8 @@ use crate::error::Result;
 use crate::index::SkillIndex;
 use crate::plan::Inventory;
 use crate::remote::Remote;
-use crate::remote::hub::{HubSearch, HubSource};
 use crate::remote::llm::{self, GateCandidate, GateOptions};
-use crate::remote::source::{RemoteHit, SkillSource};
+use crate::remote::source::{Found, RemoteHit};
 use crate::retrieve::semantic::SemanticSlot;
 use crate::retrieve::{Dropped, Hit, SearchOptions};
 use serde::Serialize;
@@ -104,6 +104,11 @@ struct Candidate {
     /// Shared with the index's body cache for a local skill.
     body: Option<Arc<str>>,
     remote: Option<RemoteHit>,
+    /// The index in [`Remote::sources`] of the source it came from (`None`: local, or a
+    /// host's own source).
+    source: Option<usize>,
+    /// Its bundle is on disk (`hit.skill_dir`, `hit.path` point into it).
+    installed: bool,
 }
 
 /// Extra hits given the selected ones (the bundled skills of the plugins they activate).
@@ -129,8 +134,8 @@ pub(super) fn run(
     // The host config may have changed since the last turn (a plugin enabled).
     st.notes.extend(engine.eligibility().refresh());
     st.rewrite(remote, turn);
-    let hub = st.fan_out(index, engine.eligibility(), engine.semantic(), remote, turn)?;
-    st.fuse(remote, turn, hub);
+    let found = st.fan_out(index, engine.eligibility(), engine.semantic(), remote, turn)?;
+    st.fuse(remote, turn, found);
     st.hydrate(index, remote, turn);
     st.dedup();
     st.gate(remote, turn, &engine.settings().available_tools);
@@ -140,8 +145,8 @@ pub(super) fn run(
     Ok(st.render(engine, index, turn, guard, search_ms))
 }
 
-/// A hub search's answer and how long it took.
-type HubResult = Option<(Result<HubSearch>, Duration)>;
+/// Each remote source's answer (in [`Remote::sources`] order) and how long it took.
+type Answers = Vec<(Result<Found>, Duration)>;
 
 /// One turn between its stages.
 struct TurnState<'t> {
@@ -210,8 +215,8 @@ impl<'t> TurnState<'t> {
         });
     }
 
-    /// Stage 2: fan out, the local index here and the hub on its own thread. Returns the hub's
-    /// answer.
+    /// Stage 2: fan out, the local index here and each remote source on its own thread.
+    /// Returns the sources' answers.
     fn fan_out(
         &mut self,
         index: &SkillIndex,
@@ -219,33 +224,40 @@ impl<'t> TurnState<'t> {
         semantic: &SemanticSlot,
         remote: &Remote,
         turn: &Turn,
-    ) -> Result<HubResult> {
+    ) -> Result<Answers> {
         let local_opts = SearchOptions {
             top_k: self.pool,
             ..self.opts.clone()
         };
         let q = self.search_query.as_str();
-        let (local, hub) = std::thread::scope(|sc| {
-            let job = remote.hub.as_ref().map(|h| {
-                let until = turn.deadline_for(remote.hub_timeout);
-                sc.spawn(move || {
-                    let t = Instant::now();
-                    (
-                        h.search_explained(q, remote.per_source_max, until),
-                        t.elapsed(),
-                    )
+        let (local, answers) = std::thread::scope(|sc| {
+            let jobs: Vec<_> = remote
+                .sources
+                .iter()
+                .map(|src| {
+                    let until = turn.deadline_for(src.timeout());
+                    sc.spawn(move || {
+                        let t = Instant::now();
+                        (
+                            src.search_explained(q, remote.per_source_max, until),
+                            t.elapsed(),
+                        )
+                    })
                 })
-            });
+                .collect();
             let local = index.search_counted(q, &local_opts, eligibility, Some(semantic));
-            let hub = job.map(|j| {
-                j.join().unwrap_or_else(|_| {
-                    (
-                        Err(crate::Error::Invalid("the hub search panicked".into())),
-                        Duration::ZERO,
-                    )
+            let answers: Answers = jobs
+                .into_iter()
+                .map(|j| {
+                    j.join().unwrap_or_else(|_| {
+                        (
+                            Err(crate::Error::Invalid("the search panicked".into())),
+                            Duration::ZERO,
+                        )
+                    })
                 })
-            });
-            (local, hub)
+                .collect();
+            (local, answers)
         });
         let result = local?;
         self.analyzed = result.analyzed;
@@ -259,17 +271,20 @@ impl<'t> TurnState<'t> {
                 hit,
                 body: None,
                 remote: None,
+                source: None,
+                installed: false,
             })
             .collect();
-        Ok(hub)
+        Ok(answers)
     }
 
-    /// Stage 3: fuse the local hits with the hub's and those the host supplied (weighted RRF).
-    fn fuse(&mut self, remote: &Remote, turn: &Turn, hub: HubResult) {
-        let mut lists: Vec<(f32, Vec<RemoteHit>)> = Vec::new();
-        if let (Some(h), Some((answer, took))) = (remote.hub.as_ref(), hub) {
+    /// Stage 3: fuse the local hits with the remote sources' and those the host supplied
+    /// (weighted RRF).
+    fn fuse(&mut self, remote: &Remote, turn: &Turn, answers: Answers) {
+        let mut lists: Vec<(f32, Option<usize>, Vec<RemoteHit>)> = Vec::new();
+        for (i, (src, (answer, took))) in remote.sources.iter().zip(answers).enumerate() {
             let mut report = SourceReport {
-                source: h.name().to_owned(),
+                source: src.label().to_owned(),
                 ms: took.as_millis() as u64,
                 ..SourceReport::default()
             };
@@ -281,12 +296,13 @@ impl<'t> TurnState<'t> {
                         .iter()
                         .map(|r| format!("{}: {}", r.id, r.reason))
                         .collect();
-                    lists.push((h.weight(), found.hits));
+                    lists.push((src.weight(), Some(i), found.hits));
                 }
                 Err(e) => {
                     self.notes.push(format!(
-                        "hub {} failed: {e}; answered without it",
-                        h.client().endpoint()
+                        "{} {} failed: {e}; answered without it",
+                        src.label(),
+                        src.endpoint()
                     ));
                     report.error = Some(e.to_string());
                     self.stages.degraded = true;
@@ -316,46 +332,92 @@ impl<'t> TurnState<'t> {
                 rejected,
                 ..SourceReport::default()
             });
-            lists.push((src.weight, hits));
+            lists.push((src.weight, None, hits));
         }
-        if lists.iter().any(|(_, l)| !l.is_empty()) {
+        if lists.iter().any(|(_, _, l)| !l.is_empty()) {
             let local = std::mem::take(&mut self.cands);
             self.cands = fuse_sources(local, lists, self.opts.rrf_k, self.pool);
         }
     }
 
-    /// Stage 4: bodies, remote ones fetched (in parallel, within the hub deadline) and local
-    /// ones read. A local hit whose file vanished since indexing is dropped.
+    /// Stage 4: bodies, remote ones fetched (in parallel, each within its source's deadline;
+    /// a marketplace skill is installed, its body read from the bundle) and local ones read.
+    /// A local hit whose file vanished since indexing is dropped, and so is a marketplace hit
+    /// still without a body.
     fn hydrate(&mut self, index: &SkillIndex, remote: &Remote, turn: &Turn) {
-        if let Some(h) = &remote.hub {
-            let until = turn.deadline_for(remote.hub_timeout);
-            let failures: Vec<String> = std::thread::scope(|sc| {
-                let jobs: Vec<_> = self
-                    .cands
-                    .iter_mut()
-                    .filter_map(|c| c.remote.as_mut())
-                    .filter(|r| r.body.is_none() && is_hub(r))
-                    .map(|r| {
-                        sc.spawn(move || {
-                            h.hydrate(r, until)
-                                .err()
-                                .map(|e| format!("{}: {e}", r.qualified_id))
-                        })
+        type Hydrated = (usize, Result<Option<crate::corpus::bundle::Installed>>);
+        let cands = &self.cands;
+        let refused = refused_caches(
+            remote,
+            index,
+            |i| {
+                remote.sources[i].needs_body()
+                    && cands.iter().any(|c| {
+                        c.source == Some(i) && c.remote.as_ref().is_some_and(|r| r.body.is_none())
                     })
-                    .collect();
-                jobs.into_iter()
-                    .filter_map(|j| j.join().ok().flatten())
-                    .collect()
-            });
-            for f in failures {
-                self.notes
-                    .push(format!("reading hub skill {f}; kept without its body"));
-                self.stages.degraded = true;
+            },
+            &mut self.stages,
+            &mut self.notes,
+        );
+        let results: Vec<Hydrated> = std::thread::scope(|sc| {
+            let jobs: Vec<_> = self
+                .cands
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(n, c)| {
+                    let i = c.source.filter(|&i| !refused[i])?;
+                    let src = &remote.sources[i];
+                    let r = c.remote.as_mut().filter(|r| r.body.is_none())?;
+                    let until = turn.deadline_for(src.hydrate_timeout());
+                    Some(sc.spawn(move || (n, src.hydrate(r, until))))
+                })
+                .collect();
+            jobs.into_iter().filter_map(|j| j.join().ok()).collect()
+        });
+        for (n, result) in results {
+            let c = &mut self.cands[n];
+            match result {
+                Ok(None) => {}
+                Ok(Some(inst)) => {
+                    for d in &inst.diagnostics {
+                        self.notes
+                            .push(format!("{}: {}", c.hit.qualified_id, d.message));
+                    }
+                    self.stages.materialised.push(format!(
+                        "{}: {}",
+                        c.hit.qualified_id,
+                        inst.dir.display()
+                    ));
+                    c.hit.skill_dir = inst.dir;
+                    c.hit.path = inst.skill_md;
+                    c.installed = true;
+                }
+                Err(e) => {
+                    let what = match c.source.map(|i| remote.sources[i].needs_body()) {
+                        Some(true) => "installing",
+                        _ => "reading",
+                    };
+                    self.notes.push(format!(
+                        "{what} {} skill {}: {e}; kept without its body",
+                        c.source.map_or("remote", |i| remote.sources[i].label()),
+                        c.hit.qualified_id
+                    ));
+                    self.stages.degraded = true;
+                }
             }
         }
+        let notes = &mut self.notes;
         self.cands.retain_mut(|c| match &c.remote {
             Some(r) => {
                 c.body = r.body.as_deref().map(Into::into);
+                let needs = c.source.is_some_and(|i| remote.sources[i].needs_body());
+                if needs && c.body.as_deref().is_none_or(|b| b.trim().is_empty()) {
+                    notes.push(format!(
+                        "{} has no body after install; dropped",
+                        c.hit.qualified_id
+                    ));
+                    return false;
+                }
                 true
             }
             None => {
@@ -439,17 +501,16 @@ impl<'t> TurnState<'t> {
         });
     }
 
-    /// Stages 7 and 8: cut to `top_k`, then install the selected hub bundles.
+    /// Stages 7 and 8: cut to `top_k`, then install the selected remote bundles not installed
+    /// yet (the hub's; a marketplace's were installed to read their bodies).
     fn cut_and_install(&mut self, index: &SkillIndex, remote: &Remote, turn: &Turn) {
         self.cands.truncate(self.opts.top_k);
-        if let Some(h) = &remote.hub
-            && self
-                .cands
-                .iter()
-                .any(|c| c.remote.as_ref().is_some_and(is_hub))
+        if self
+            .cands
+            .iter()
+            .any(|c| c.source.is_some() && !c.installed)
         {
             materialise(
-                h,
                 remote,
                 index,
                 turn,
@@ -471,6 +532,8 @@ impl<'t> TurnState<'t> {
                         hit,
                         body: Some(loaded.body.into()),
                         remote: None,
+                        source: None,
+                        installed: false,
                     });
                 }
             }
@@ -517,9 +580,10 @@ impl<'t> TurnState<'t> {
             }
             let dir = &c.hit.skill_dir;
             let skill_dir = (!dir.as_os_str().is_empty()).then(|| dir.clone());
+            let vouched = trusted(&c, engine.remote());
             let mut body = c.body.unwrap_or_else(|| "".into());
             if let Some(places) = &places
-                && trusted(c.remote.as_ref())
+                && vouched
             {
                 let (expanded, unresolved) = places.expand(&body, skill_dir.as_deref());
                 if let std::borrow::Cow::Owned(text) = expanded {
@@ -571,23 +635,21 @@ impl<'t> TurnState<'t> {
 
 /// Whether PathGuard placeholders are expanded in a candidate's body: local skills (plugins'
 /// bundled ones included), hub skills, and a host's own skills only when their `meta` says
-/// `pathguard_processed: true` (the reference's rule; a marketplace's never).
-fn trusted(remote: Option<&RemoteHit>) -> bool {
-    match remote {
-        None => true,
-        Some(r) => is_hub(r) || r.meta.get("pathguard_processed") == Some(&Value::Bool(true)),
+/// `pathguard_processed: true` (the reference's rule; a marketplace's never, whatever its
+/// catalogue item says).
+fn trusted(c: &Candidate, remote: &Remote) -> bool {
+    match (&c.remote, c.source) {
+        (None, _) => true,
+        (Some(_), Some(i)) => remote.sources[i].trusted(),
+        (Some(r), None) => r.meta.get("pathguard_processed") == Some(&Value::Bool(true)),
     }
-}
-
-fn is_hub(r: &RemoteHit) -> bool {
-    r.qualified_id.starts_with("hub/")
 }
 
 /// Weighted RRF of the local list (weight 1) and the remote ones, collapsed on qualified id (a
 /// remote hit's `meta.origin` is its qualified id), best `keep` first.
 fn fuse_sources(
     local: Vec<Candidate>,
-    remote: Vec<(f32, Vec<RemoteHit>)>,
+    remote: Vec<(f32, Option<usize>, Vec<RemoteHit>)>,
     k: f32,
     keep: usize,
 ) -> Vec<Candidate> {
@@ -595,7 +657,7 @@ fn fuse_sources(
         1.0,
         local.iter().map(|c| c.hit.qualified_id.clone()).collect(),
     )];
-    lists.extend(remote.iter().map(|(w, hits)| {
+    lists.extend(remote.iter().map(|(w, _, hits)| {
         (
             f64::from(*w),
             hits.iter().map(|r| r.qualified_id.clone()).collect(),
@@ -606,7 +668,10 @@ fn fuse_sources(
         .into_iter()
         .map(|c| (c.hit.qualified_id.clone(), c))
         .collect();
-    for r in remote.into_iter().flat_map(|(_, hits)| hits) {
+    for (source, r) in remote
+        .into_iter()
+        .flat_map(|(_, source, hits)| hits.into_iter().map(move |r| (source, r)))
+    {
         pool.entry(r.qualified_id.clone()).or_insert_with(|| {
             let mut hit = Hit::remote(&r.qualified_id, &r.name, &r.description, 0.0);
             if let Some(dir) = r.meta.get("skill_dir").and_then(|d| d.as_str()) {
@@ -616,6 +681,8 @@ fn fuse_sources(
                 hit,
                 body: None,
                 remote: Some(r),
+                source,
+                installed: false,
             }
         });
     }
@@ -663,10 +730,11 @@ fn dedup_bodies(cands: Vec<Candidate>, report: &mut Vec<String>) -> Vec<Candidat
     out
 }
 
-/// Installs the bundles of the selected hub hits (in parallel, within the download deadline)
-/// and points them at the extracted directory. A failure keeps the hit with the body it has.
+/// Installs the bundles of the selected remote hits not installed yet (in parallel, each
+/// within its source's download deadline) and points them at the extracted directory. A failure
+/// keeps the hit with the body it has. A source whose cache lies inside a skill root installs
+/// nothing.
 fn materialise(
-    hub: &HubSource,
     remote: &Remote,
     index: &SkillIndex,
     turn: &Turn,
@@ -674,23 +742,31 @@ fn materialise(
     stages: &mut Stages,
     notes: &mut Vec<String>,
 ) {
-    if let Err(e) = crate::corpus::bundle::check_outside(&remote.hub_cache, index.roots()) {
-        notes.push(format!("hub bundles are not installed: {e}"));
-        stages.degraded = true;
-        return;
-    }
-    let until = turn.deadline_for(remote.hub_download_timeout);
+    let refused = refused_caches(
+        remote,
+        index,
+        |i| cands.iter().any(|c| c.source == Some(i) && !c.installed),
+        stages,
+        notes,
+    );
     let results: Vec<_> = std::thread::scope(|sc| {
         let jobs: Vec<_> = cands
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| c.remote.as_ref().filter(|r| is_hub(r)).map(|r| (i, r)))
-            .map(|(i, r)| sc.spawn(move || (i, hub.install(r, until))))
+            .filter(|(_, c)| !c.installed)
+            .filter_map(|(n, c)| {
+                let i = c.source.filter(|&i| !refused[i])?;
+                let r = c.remote.as_ref()?;
+                let src = &remote.sources[i];
+                let until = turn.deadline_for(src.download_timeout());
+                Some(sc.spawn(move || (n, src.install(r, until))))
+            })
             .collect();
         jobs.into_iter().filter_map(|j| j.join().ok()).collect()
     });
-    for (i, installed) in results {
-        let c = &mut cands[i];
+    for (n, installed) in results {
+        let c = &mut cands[n];
+        let label = c.source.map_or("remote", |i| remote.sources[i].label());
         match installed {
             Ok(inst) => {
                 for d in &inst.diagnostics {
@@ -705,10 +781,11 @@ fn materialise(
                     .push(format!("{}: {}", c.hit.qualified_id, inst.dir.display()));
                 c.hit.skill_dir = inst.dir;
                 c.hit.path = inst.skill_md;
+                c.installed = true;
             }
             Err(e) => {
                 notes.push(format!(
-                    "installing hub skill {} failed: {e}; rendered without its files",
+                    "installing {label} skill {} failed: {e}; rendered without its files",
                     c.hit.qualified_id
                 ));
                 stages
@@ -719,6 +796,30 @@ fn materialise(
         }
     }
 }
+
+/// Which sources may not install (by index in [`Remote::sources`]): those `wanted` whose bundle
+/// cache overlaps a skill root, where installed bundles would be indexed as local skills. A
+/// note says so for each.
+fn refused_caches(
+    remote: &Remote,
+    index: &SkillIndex,
+    wanted: impl Fn(usize) -> bool,
+    stages: &mut Stages,
+    notes: &mut Vec<String>,
+) -> Vec<bool> {
+    let mut refused = vec![false; remote.sources.len()];
+    for (i, src) in remote.sources.iter().enumerate() {
+        if wanted(i)
+            && let Err(e) = crate::corpus::bundle::check_outside(src.cache_dir(), index.roots())
+        {
+            notes.push(format!("{} bundles are not installed: {e}", src.label()));
+            stages.degraded = true;
+            refused[i] = true;
+        }
+    }
+    refused
+}
+
 /// The SHA-256 of a body normalised for exact-duplicate detection (§1.5): CRLF and CR to LF,
 /// each line's end trimmed, the whole trimmed. `None` for an empty body, which is never a
 /// duplicate.

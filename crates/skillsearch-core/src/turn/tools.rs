@@ -9,6 +9,7 @@ use crate::config::Detail;
 use crate::corpus;
 use crate::index::SkillIndex;
 use crate::remote::Remote;
+use crate::remote::source::Source;
 use crate::tokens::TokenCounter;
 use serde_json::{Value, json};
 use std::io::Read;
@@ -337,23 +338,34 @@ fn read_whole(
     places: Option<&Places>,
 ) -> String {
     let id = id.trim();
-    let (Some(hub), Some(hub_id)) = (remote.hub(), id.strip_prefix("hub/")) else {
+    let Some((src, rest)) = remote.source_of(id) else {
         return skill_read(index, id, path, heading, places);
     };
-    if hub_id.is_empty() {
+    if rest.is_empty() {
         return unknown_id_reply(id);
     }
-    let until = turn.deadline_for(remote.hub_download_timeout());
-    match hub.client().install(hub_id, None, until) {
+    let until = turn.deadline_for(src.download_timeout());
+    let installed = match src {
+        Source::Hub(hub) => hub.client().install(rest, None, until),
+        Source::Market(m) => m.read(rest, until),
+    };
+    // A marketplace's skills are never trusted with placeholders.
+    let places = places.filter(|_| src.trusted());
+    match installed {
         Ok(inst) => {
             let name = corpus::load(&inst.skill_md, corpus::DEFAULT_MAX_FILE_BYTES)
                 .meta
                 .name;
             read_skill_at(&name, id, &inst.skill_md, &inst.dir, path, heading, places)
         }
-        Err(crate::Error::HubStatus { status: 404, .. }) => unknown_id_reply(id),
+        Err(
+            crate::Error::HubStatus { status: 404, .. }
+            | crate::Error::Market {
+                status: Some(404), ..
+            },
+        ) => unknown_id_reply(id),
         Err(e) => {
-            tracing::warn!(target: "tools", error = %e, id, "skill_read of a hub skill failed");
+            tracing::warn!(target: "tools", error = %e, id, source = src.label(), "skill_read of a remote skill failed");
             UNAVAILABLE_REPLY.to_owned()
         }
     }
