@@ -14,6 +14,7 @@ pub mod eval;
 pub mod fsio;
 pub mod index;
 pub mod plan;
+pub mod registry;
 pub mod remote;
 pub mod retrieve;
 pub mod secrets;

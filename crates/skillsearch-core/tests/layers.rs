@@ -122,7 +122,7 @@ const LAYERS: &[&[&str]] = &[
     &["corpus"],
     &["index"],
     &["retrieve"],
-    &["remote", "plan"],
+    &["remote", "plan", "registry"],
     &["turn"],
 ];
 

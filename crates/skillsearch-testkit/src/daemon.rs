@@ -31,12 +31,26 @@ impl Daemon {
         extra: &[&str],
         env: &[(&str, &OsStr)],
     ) -> Daemon {
+        let mut args: Vec<&OsStr> = ["serve", "--listen", "127.0.0.1:0", "--skills"]
+            .iter()
+            .map(OsStr::new)
+            .collect();
+        args.push(skills.as_os_str());
+        args.extend(extra.iter().map(OsStr::new));
+        Self::spawn(bin, home, &args, env)
+    }
+
+    /// Starts `bin --home <home> <args>` (a command that prints `{"listening": "http://…"}` as
+    /// its first stdout line, such as `serve` or `hub serve`) with `env` and none of the test's
+    /// own `SKILLSEARCH_*` variables, and waits for that line.
+    pub fn spawn(
+        bin: impl AsRef<OsStr>,
+        home: &Path,
+        args: &[&OsStr],
+        env: &[(&str, &OsStr)],
+    ) -> Daemon {
         let mut cmd = Command::new(bin);
-        cmd.arg("--home")
-            .arg(home)
-            .args(["serve", "--listen", "127.0.0.1:0", "--skills"])
-            .arg(skills)
-            .args(extra);
+        cmd.arg("--home").arg(home).args(args);
         for (k, _) in std::env::vars_os() {
             if k.to_string_lossy().starts_with("SKILLSEARCH_") {
                 cmd.env_remove(k);

@@ -244,6 +244,11 @@ enum Command {
         #[arg(long)]
         mode: Option<String>,
     },
+    /// A skill hub for a team: the SkillHub API over the skills of --skills (see `hub serve --help`)
+    Hub {
+        #[command(subcommand)]
+        command: HubCommand,
+    },
     /// Which tools a turn should show: core tools, unmanaged plugins' tools, and the tools of
     /// plugins the matched skills activate (activates.plugins)
     Plan {
@@ -329,6 +334,40 @@ enum LogCommand {
         /// Raw JSON lines
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum HubCommand {
+    /// Serve the SkillHub API (discover, search, read, download, health) over the skills of
+    /// --skills, ranked by this engine; point a client's hub_endpoint at it
+    Serve {
+        #[command(flatten)]
+        roots: RootArgs,
+        /// Address to listen on (port 0: any free port; the address is printed on stdout)
+        #[arg(long, default_value = "127.0.0.1:7078")]
+        listen: std::net::SocketAddr,
+        /// File whose first line is the bearer token every API call must carry (without it, reads are open)
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Discover, search and read calls per client address and minute (0: no limit)
+        #[arg(long, default_value_t = 120)]
+        rate_read: u32,
+        /// Downloads per client address and minute (0: no limit)
+        #[arg(long, default_value_t = 30)]
+        rate_download: u32,
+        /// Seconds between looks for added, changed or removed skills
+        #[arg(long, default_value_t = 5.0)]
+        refresh_s: f64,
+        /// Most connections open at once; one more is answered 503
+        #[arg(long, default_value_t = 1024)]
+        max_connections: usize,
+        /// Milliseconds a client has to send a request's headers
+        #[arg(long, default_value_t = 10_000)]
+        header_timeout_ms: u64,
+        /// Milliseconds open requests get to finish after SIGTERM
+        #[arg(long, default_value_t = 5_000)]
+        shutdown_grace_ms: u64,
     },
 }
 
@@ -693,6 +732,39 @@ fn dispatch(cli: Cli) -> Result<u8> {
             crate::setup::run_setup(&mut out, host, &req, dry_run)
         }
         Command::Doctor { host, json } => crate::setup::run_doctor(&mut out, host, &home, json),
+        Command::Hub {
+            command:
+                HubCommand::Serve {
+                    roots,
+                    listen,
+                    token_file,
+                    rate_read,
+                    rate_download,
+                    refresh_s,
+                    max_connections,
+                    header_timeout_ms,
+                    shutdown_grace_ms,
+                },
+        } => {
+            let s = settings(&home, cfg, Flags::default().roots(&roots))?;
+            let token = token_file.as_deref().map(read_token).transpose()?;
+            if !(0.05..=86_400.0).contains(&refresh_s) {
+                bail!("--refresh-s must be from 0.05 to 86400 seconds, not {refresh_s}");
+            }
+            let opts = crate::hub::HubOptions {
+                addr: listen,
+                token,
+                limits: crate::serve::Limits {
+                    max_connections: max_connections.max(1),
+                    header_timeout: Duration::from_millis(header_timeout_ms.max(1)),
+                    grace: Duration::from_millis(shutdown_grace_ms),
+                },
+                read_per_minute: rate_read,
+                download_per_minute: rate_download,
+                refresh_every: Duration::from_secs_f64(refresh_s),
+            };
+            crate::hub::run(home, s, opts)
+        }
         Command::Config {
             command: ConfigCommand::Import { file },
         } => {

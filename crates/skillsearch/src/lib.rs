@@ -9,6 +9,7 @@ mod embedding;
 #[doc(hidden)]
 pub mod fuzzing;
 mod hook;
+mod hub;
 mod lines;
 mod mcp;
 mod output;

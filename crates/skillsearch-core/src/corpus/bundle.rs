@@ -124,7 +124,7 @@ pub fn check_outside(cache_dir: &Path, roots: &Roots) -> Result<()> {
 }
 
 /// `len` random lowercase hex digits (not cryptographic: names and request ids).
-pub(crate) fn random_hex(len: usize) -> String {
+pub fn random_hex(len: usize) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut out = String::with_capacity(len + 16);
     while out.len() < len {

@@ -60,7 +60,12 @@ pub(crate) async fn serve(
             let _ = tcp.try_write(BUSY);
             continue;
         };
-        let service = TowerToHyperService::new(router.clone());
+        // The peer's address, for handlers that take `ConnectInfo` (the hub's rate limits).
+        let service = TowerToHyperService::new(
+            router
+                .clone()
+                .layer(axum::Extension(axum::extract::ConnectInfo(peer))),
+        );
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout)

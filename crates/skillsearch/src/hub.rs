@@ -1,0 +1,604 @@
+//! `skillsearch hub serve`: the SkillHub API (reference §1.3d) over this engine, so that a
+//! team's `hub_endpoint` points at skills it keeps itself. The store is the index of the
+//! configured skill roots (an embedded store: no other process); ranking is the engine's, as in
+//! local search (hybrid where a sentence model is installed); records, scores and bundles come
+//! from [`skillsearch_core::registry`].
+//!
+//! Routes (every JSON answer in the envelope `{error, requestId, status, result}`, success being
+//! `status` 0 with `error` "ok"; `X-Request-ID` echoed):
+//! - `GET /openapi/v1/skills?q=&limit=` — discover, `limit` 1–50 (default 8);
+//! - `GET /openapi/v1/skills/search?q&tags&category&min_score&page&limit` — filtered, paged;
+//! - `GET /openapi/v1/skills/{id}` — the record (`id`: the UUID or the `skill_id`);
+//! - `GET /openapi/v1/skills/{id}/download?source=` — the raw zip, `source` one of raven, everme,
+//!   cli, web;
+//! - `GET /health` — `{"status":"ok"}`.
+//!
+//! Errors: 60001 (404), 60002 (400; a bad `source` is 422), 60003 (503, the bundle could not be
+//! built), 60005 (429 with `Retry-After`), 20001 (500). Rate limits per client address and
+//! minute: discover, search and read share one budget (120), downloads have their own (30).
+
+use crate::serve::Limits;
+use anyhow::{Context, Result, bail};
+use axum::Router;
+use axum::extract::{ConnectInfo, Path as UrlPath, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+use skillsearch_core::config::Settings;
+use skillsearch_core::corpus::bundle::random_hex;
+use skillsearch_core::index::{Refresh, SkillIndex};
+use skillsearch_core::registry::{self, Record, Registry};
+use skillsearch_core::{EligibilityEnv, Engine, Error as CoreError};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The `source` values a download accepts (the reference service's fixed set).
+pub(crate) const DOWNLOAD_SOURCES: &[&str] = &["raven", "everme", "cli", "web"];
+/// Most candidates a filtered search ranks before filtering and paging.
+const SEARCH_POOL: usize = 500;
+
+/// How one hub server listens and limits its clients.
+#[derive(Debug, Clone)]
+pub(crate) struct HubOptions {
+    pub addr: SocketAddr,
+    /// Bearer token every API request must carry (`None`: reads are open).
+    pub token: Option<String>,
+    pub limits: Limits,
+    /// Discover, search and read calls per client address and minute.
+    pub read_per_minute: u32,
+    /// Downloads per client address and minute.
+    pub download_per_minute: u32,
+    /// How often the index looks for changed skills.
+    pub refresh_every: Duration,
+}
+
+struct App {
+    engine: Engine,
+    index: SkillIndex,
+    registry: Registry,
+    token: Option<String>,
+    rate: RateLimiter,
+    eligibility: EligibilityEnv,
+}
+
+/// Runs the hub server until SIGINT/SIGTERM.
+pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result<u8> {
+    if settings.skills.is_empty() {
+        bail!(
+            "hub serve needs the skills it serves: give --skills DIR (repeatable) or set skills in config.toml"
+        );
+    }
+    let roots = crate::context::roots_of(&settings)?;
+    let index = crate::context::open_index_held(&home, &roots, Refresh::Always)?;
+    if !opts.addr.ip().is_loopback() && opts.token.is_none() {
+        tracing::warn!(target: "hub", addr = %opts.addr, "serving off loopback without a token: anyone who reaches this address can read every skill");
+    }
+    let engine = Engine::new(&settings, &home);
+    let _embedding =
+        crate::embedding::Background::start(&home, &settings, engine.semantic().clone());
+    let app = Arc::new(App {
+        engine,
+        index,
+        registry: Registry::new(),
+        token: opts.token.clone(),
+        rate: RateLimiter::new(opts.read_per_minute, opts.download_per_minute),
+        eligibility: EligibilityEnv::allow_all(),
+    });
+    {
+        // Skills added, changed or removed under the roots show within `refresh_every`.
+        let app = app.clone();
+        let every = opts.refresh_every;
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(every);
+                if let Err(e) = app.index.refresh(&|_| {}) {
+                    tracing::warn!(target: "hub", error = %e, "index refresh failed; serving the last good index");
+                }
+            }
+        });
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(opts.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", opts.addr))?;
+        let local = listener.local_addr()?;
+        tracing::info!(target: "hub", addr = %local, "hub serving");
+        // One JSON line on stdout saying where (as `serve` does), for scripts and tests that
+        // pass port 0.
+        crate::output::Out::stdout().json(&json!({"listening": format!("http://{local}")}))?;
+        crate::serve::serve_connections(
+            listener,
+            router(app),
+            opts.limits,
+            crate::serve::shutdown_signal(),
+        )
+        .await;
+        anyhow::Ok(())
+    })?;
+    Ok(0)
+}
+
+fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/openapi/v1/skills", get(h_discover))
+        .route("/openapi/v1/skills/search", get(h_search))
+        .route("/openapi/v1/skills/{id}", get(h_read))
+        .route("/openapi/v1/skills/{id}/download", get(h_download))
+        .route("/health", get(h_health))
+        .fallback(h_fallback)
+        .with_state(app)
+}
+
+// ------------------------------------------------------------------ envelope
+
+/// The request id to answer with: the client's `X-Request-ID` when it is a sane token,
+/// otherwise a new one.
+fn request_id(headers: &HeaderMap) -> String {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= 128
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        })
+        .map_or_else(|| random_hex(32), str::to_owned)
+}
+
+/// One failed call: its HTTP status, the service code and the message.
+#[derive(Debug)]
+struct Fail {
+    http: StatusCode,
+    code: u32,
+    message: String,
+    retry_after: Option<u64>,
+}
+
+impl Fail {
+    fn not_found(what: String) -> Fail {
+        Fail {
+            http: StatusCode::NOT_FOUND,
+            code: 60001,
+            message: what,
+            retry_after: None,
+        }
+    }
+    fn bad(message: String) -> Fail {
+        Fail {
+            http: StatusCode::BAD_REQUEST,
+            code: 60002,
+            message,
+            retry_after: None,
+        }
+    }
+    fn internal(e: impl std::fmt::Display) -> Fail {
+        tracing::warn!(target: "hub", error = %e, "internal error");
+        Fail {
+            http: StatusCode::INTERNAL_SERVER_ERROR,
+            code: 20001,
+            message: "internal error; the server log has the cause".into(),
+            retry_after: None,
+        }
+    }
+}
+
+fn with_id(mut r: Response, rid: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(rid) {
+        r.headers_mut().insert("x-request-id", v);
+    }
+    r
+}
+
+fn ok(rid: &str, result: Value) -> Response {
+    let body = json!({"error": "ok", "requestId": rid, "status": 0, "result": result});
+    with_id(axum::Json(body).into_response(), rid)
+}
+
+fn fail(rid: &str, f: Fail) -> Response {
+    let body = json!({"error": f.message, "requestId": rid, "status": f.code, "result": null});
+    let mut r = (f.http, axum::Json(body)).into_response();
+    if let Some(s) = f.retry_after
+        && let Ok(v) = HeaderValue::from_str(&s.to_string())
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    with_id(r, rid)
+}
+
+// ------------------------------------------------------------------ rate limits
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Bucket {
+    Read,
+    Download,
+}
+
+/// Fixed one-minute windows per client address and bucket.
+struct RateLimiter {
+    read: u32,
+    download: u32,
+    windows: Mutex<HashMap<(IpAddr, Bucket), (Instant, u32)>>,
+}
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+impl RateLimiter {
+    fn new(read: u32, download: u32) -> RateLimiter {
+        RateLimiter {
+            read,
+            download,
+            windows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `Ok` when the call is within budget, else the seconds until the window turns.
+    fn take(&self, ip: IpAddr, bucket: Bucket) -> Result<(), u64> {
+        let limit = match bucket {
+            Bucket::Read => self.read,
+            Bucket::Download => self.download,
+        };
+        if limit == 0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        if w.len() > 100_000 {
+            w.retain(|_, (start, _)| now.duration_since(*start) < WINDOW);
+        }
+        let entry = w.entry((ip, bucket)).or_insert((now, 0));
+        if now.duration_since(entry.0) >= WINDOW {
+            *entry = (now, 0);
+        }
+        if entry.1 >= limit {
+            let left = WINDOW.saturating_sub(now.duration_since(entry.0));
+            return Err(left.as_secs().max(1));
+        }
+        entry.1 += 1;
+        Ok(())
+    }
+}
+
+/// Checks the token and the rate limit of one API call.
+fn admit(app: &App, headers: &HeaderMap, peer: SocketAddr, bucket: Bucket) -> Result<(), Fail> {
+    if let Some(want) = &app.token {
+        let got = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if !crate::serve::constant_time_eq(got.as_bytes(), want.as_bytes()) {
+            return Err(Fail {
+                http: StatusCode::UNAUTHORIZED,
+                code: 60002,
+                message: "missing or wrong bearer token".into(),
+                retry_after: None,
+            });
+        }
+    }
+    app.rate.take(peer.ip(), bucket).map_err(|secs| Fail {
+        http: StatusCode::TOO_MANY_REQUESTS,
+        code: 60005,
+        message: format!("rate limit reached; retry in {secs} s"),
+        retry_after: Some(secs),
+    })
+}
+
+// ------------------------------------------------------------------ handlers
+
+/// The query string's parameters (the last of a repeated one wins).
+fn query_map(raw: Option<&str>) -> HashMap<String, String> {
+    form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn param<'a>(q: &'a HashMap<String, String>, k: &str) -> Option<&'a str> {
+    q.get(k).map(|s| s.trim()).filter(|s| !s.is_empty())
+}
+
+fn int_param(
+    q: &HashMap<String, String>,
+    k: &str,
+    default: usize,
+    min: usize,
+    max: usize,
+) -> Result<usize, Fail> {
+    match param(q, k) {
+        None => Ok(default),
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(Fail::bad(format!(
+                "`{k}` must be an integer from {min} to {max}, not `{v}`"
+            ))),
+        },
+    }
+}
+
+/// The records of the `n` best skills for `q`, in rank order.
+fn ranked(app: &App, q: &str, n: usize) -> Result<Vec<Arc<Record>>, Fail> {
+    let opts = app.engine.search_options(Some(n));
+    let result = app
+        .index
+        .search_with(q, &opts, &app.eligibility, Some(app.engine.semantic()))
+        .map_err(Fail::internal)?;
+    let mut out = Vec::with_capacity(result.hits.len());
+    for h in &result.hits {
+        if let Some(r) = app
+            .registry
+            .find(&app.index, &h.id)
+            .map_err(Fail::internal)?
+        {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Fail> + Send + 'static,
+) -> Result<T, Fail> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(Fail::internal(e)))
+}
+
+async fn h_discover(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let q = query_map(raw.as_deref());
+    let rid = request_id(&headers);
+    let run = || -> Result<Value, Fail> {
+        admit(&app, &headers, peer, Bucket::Read)?;
+        let query = param(&q, "q")
+            .ok_or_else(|| Fail::bad("`q` is required".into()))?
+            .to_owned();
+        let limit = int_param(&q, "limit", 8, 1, 50)?;
+        Ok(json!({"query": query, "limit": limit}))
+    };
+    let args = match run() {
+        Ok(a) => a,
+        Err(f) => return fail(&rid, f),
+    };
+    let a = app.clone();
+    let res = blocking(move || {
+        let query = args["query"].as_str().unwrap_or_default().to_owned();
+        let limit = args["limit"].as_u64().unwrap_or(8) as usize;
+        let items: Vec<Value> = ranked(&a, &query, limit)?
+            .iter()
+            .map(|r| r.item())
+            .collect();
+        Ok(json!({"items": items, "total": items.len()}))
+    })
+    .await;
+    match res {
+        Ok(v) => ok(&rid, v),
+        Err(f) => fail(&rid, f),
+    }
+}
+
+async fn h_search(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let q = query_map(raw.as_deref());
+    let rid = request_id(&headers);
+    if let Err(f) = admit(&app, &headers, peer, Bucket::Read) {
+        return fail(&rid, f);
+    }
+    let parsed = (|| -> Result<_, Fail> {
+        let limit = int_param(&q, "limit", 20, 1, 50)?;
+        let page = int_param(&q, "page", 1, 1, 10_000)?;
+        let min_score = match param(&q, "min_score") {
+            None => None,
+            Some(v) => match v.parse::<f64>() {
+                Ok(x) if (0.0..=1.0).contains(&x) => Some(x),
+                _ => {
+                    return Err(Fail::bad(format!(
+                        "`min_score` must be a number from 0 to 1, not `{v}`"
+                    )));
+                }
+            },
+        };
+        let tags: Vec<String> = param(&q, "tags")
+            .map(|t| {
+                t.split(',')
+                    .map(|x| x.trim().to_lowercase())
+                    .filter(|x| !x.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let category = param(&q, "category").map(str::to_lowercase);
+        let query = param(&q, "q").map(str::to_owned);
+        Ok((query, tags, category, min_score, page, limit))
+    })();
+    let (query, tags, category, min_score, page, limit) = match parsed {
+        Ok(p) => p,
+        Err(f) => return fail(&rid, f),
+    };
+    let res = blocking(move || {
+        let candidates = match &query {
+            Some(q) => ranked(&app, q, SEARCH_POOL)?,
+            None => app.registry.all(&app.index).map_err(Fail::internal)?,
+        };
+        let kept: Vec<&Arc<Record>> = candidates
+            .iter()
+            .filter(|r| {
+                let have: Vec<String> = r.tags.iter().map(|t| t.to_lowercase()).collect();
+                tags.iter().all(|t| have.contains(t))
+                    && category.as_ref().is_none_or(|c| {
+                        r.category.as_deref().map(str::to_lowercase).as_ref() == Some(c)
+                    })
+                    && min_score.is_none_or(|m| r.scan.quality_score >= m)
+            })
+            .collect();
+        let items: Vec<Value> = kept
+            .iter()
+            .skip((page - 1) * limit)
+            .take(limit)
+            .map(|r| r.item())
+            .collect();
+        Ok(json!({"items": items, "total": kept.len(), "page": page, "limit": limit}))
+    })
+    .await;
+    match res {
+        Ok(v) => ok(&rid, v),
+        Err(f) => fail(&rid, f),
+    }
+}
+
+async fn h_read(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    UrlPath(id): UrlPath<String>,
+) -> Response {
+    let rid = request_id(&headers);
+    if let Err(f) = admit(&app, &headers, peer, Bucket::Read) {
+        return fail(&rid, f);
+    }
+    let res = blocking(move || {
+        let r = app
+            .registry
+            .find(&app.index, &id)
+            .map_err(Fail::internal)?
+            .ok_or_else(|| Fail::not_found(format!("no skill `{id}`")))?;
+        Ok(r.full())
+    })
+    .await;
+    match res {
+        Ok(v) => ok(&rid, v),
+        Err(f) => fail(&rid, f),
+    }
+}
+
+async fn h_download(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    UrlPath(id): UrlPath<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let q = query_map(raw.as_deref());
+    let rid = request_id(&headers);
+    if let Err(f) = admit(&app, &headers, peer, Bucket::Download) {
+        return fail(&rid, f);
+    }
+    let source = param(&q, "source").unwrap_or_default().to_owned();
+    if !DOWNLOAD_SOURCES.contains(&source.as_str()) {
+        return fail(
+            &rid,
+            Fail {
+                http: StatusCode::UNPROCESSABLE_ENTITY,
+                code: 60002,
+                message: format!(
+                    "`source` must be one of {}, not `{source}`",
+                    DOWNLOAD_SOURCES.join(", ")
+                ),
+                retry_after: None,
+            },
+        );
+    }
+    let res = blocking(move || {
+        let r = app
+            .registry
+            .find(&app.index, &id)
+            .map_err(Fail::internal)?
+            .ok_or_else(|| Fail::not_found(format!("no skill `{id}`")))?;
+        let bytes = registry::pack(&r).map_err(|e| {
+            tracing::warn!(target: "hub", skill = %r.skill_id, error = %e, "bundle not built");
+            Fail {
+                http: StatusCode::SERVICE_UNAVAILABLE,
+                code: 60003,
+                message: match e {
+                    CoreError::Io { .. } => "the skill's files could not be read".to_owned(),
+                    other => other.to_string(),
+                },
+                retry_after: None,
+            }
+        })?;
+        Ok((r.skill_id.clone(), r.version.clone(), bytes))
+    })
+    .await;
+    match res {
+        Ok((skill_id, version, bytes)) => {
+            let name = skill_id.rsplit('/').next().unwrap_or("skill").to_owned();
+            let mut r = (
+                [
+                    (header::CONTENT_TYPE, "application/zip".to_owned()),
+                    (
+                        header::CONTENT_DISPOSITION,
+                        format!(
+                            "attachment; filename=\"{}-{version}.zip\"",
+                            name.replace('"', "_")
+                        ),
+                    ),
+                ],
+                bytes,
+            )
+                .into_response();
+            if let Ok(v) = HeaderValue::from_str(&version) {
+                r.headers_mut().insert("x-skill-version", v);
+            }
+            with_id(r, &rid)
+        }
+        Err(f) => fail(&rid, f),
+    }
+}
+
+async fn h_health() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+async fn h_fallback(headers: HeaderMap) -> Response {
+    fail(
+        &request_id(&headers),
+        Fail::not_found("no such route".into()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_client_gets_its_own_budget_per_bucket() {
+        let r = RateLimiter::new(2, 1);
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        assert!(r.take(a, Bucket::Read).is_ok() && r.take(a, Bucket::Read).is_ok());
+        let wait = r.take(a, Bucket::Read).unwrap_err();
+        assert!((1..=60).contains(&wait), "{wait}");
+        assert!(
+            r.take(b, Bucket::Read).is_ok(),
+            "another client is not limited"
+        );
+        assert!(r.take(a, Bucket::Download).is_ok());
+        assert!(r.take(a, Bucket::Download).is_err());
+        assert!(
+            RateLimiter::new(0, 0).take(a, Bucket::Read).is_ok(),
+            "0: no limit"
+        );
+    }
+
+    #[test]
+    fn request_ids_are_echoed_only_when_sane() {
+        let mut h = HeaderMap::new();
+        h.insert("x-request-id", HeaderValue::from_static("abc-123"));
+        assert_eq!(request_id(&h), "abc-123");
+        h.insert("x-request-id", HeaderValue::from_static("bad id\""));
+        assert_eq!(request_id(&h).len(), 32);
+    }
+}
