@@ -10,6 +10,7 @@
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod disclosure_bench;
+mod hub_load;
 mod run;
 mod semantic_bench;
 mod soak;
@@ -73,6 +74,9 @@ enum Command {
     /// queries, a writer changing skills): latency percentiles, errors, RSS and open files;
     /// fails on any error or on growth past the tolerances
     Soak(soak::SoakArgs),
+    /// `skillsearch hub serve` under concurrent discover calls: latency percentiles, throughput
+    /// and errors; fails on any error
+    HubLoad(hub_load::HubLoadArgs),
     /// (internal) Full build on an empty home; prints build time and VmHWM as JSON
     #[command(hide = true)]
     BuildChild {
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
         Command::Semantic(args) => semantic_bench::run(&args),
         Command::Turn(args) => turn_bench::run(&args),
         Command::Soak(args) => soak::run(&args),
+        Command::HubLoad(args) => hub_load::run(&args),
         Command::Disclosure(args) => disclosure_bench::run(&args),
         Command::Tools { plugins, json } => tools_bench::run(plugins, json),
         Command::BuildChild { skills, home } => run::build_child(&skills, &home),

@@ -77,14 +77,14 @@ const REPEATED: [&str; 12] = [
     "search the web for recent news",
 ];
 
-/// One keep-alive HTTP/1.1 connection to the daemon.
-struct Conn {
+/// One keep-alive HTTP/1.1 connection to the daemon (or the hub server).
+pub(crate) struct Conn {
     addr: String,
     s: Option<BufReader<TcpStream>>,
 }
 
 impl Conn {
-    fn new(addr: &str) -> Conn {
+    pub(crate) fn new(addr: &str) -> Conn {
         Conn {
             addr: addr.to_owned(),
             s: None,
@@ -94,14 +94,23 @@ impl Conn {
     /// POSTs `body` to `path` and returns (status, body); on any error the connection is
     /// dropped and the next request opens a new one.
     fn post(&mut self, path: &str, body: &Value) -> Result<(u16, Value)> {
-        let r = self.try_post(path, body);
+        self.send("POST", path, Some(body))
+    }
+
+    /// GETs `path` and returns (status, body as JSON); errors as [`Conn::post`].
+    pub(crate) fn get(&mut self, path: &str) -> Result<(u16, Value)> {
+        self.send("GET", path, None)
+    }
+
+    fn send(&mut self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value)> {
+        let r = self.try_send(method, path, body);
         if r.is_err() {
             self.s = None;
         }
         r
     }
 
-    fn try_post(&mut self, path: &str, body: &Value) -> Result<(u16, Value)> {
+    fn try_send(&mut self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value)> {
         if self.s.is_none() {
             let s = TcpStream::connect(&self.addr)?;
             s.set_read_timeout(Some(Duration::from_secs(20)))?;
@@ -109,9 +118,12 @@ impl Conn {
             self.s = Some(BufReader::new(s));
         }
         let s = self.s.as_mut().context("no connection")?;
-        let body = serde_json::to_vec(body)?;
+        let body = match body {
+            Some(b) => serde_json::to_vec(b)?,
+            None => Vec::new(),
+        };
         let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             self.addr,
             body.len()
         );
@@ -310,7 +322,7 @@ fn sample(pid: u32) -> Result<(u64, i64)> {
     Ok((rss, fds))
 }
 
-fn percentile(sorted: &[u64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

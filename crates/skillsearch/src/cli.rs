@@ -356,7 +356,7 @@ enum HubCommand {
         /// Downloads per client address and minute (0: no limit)
         #[arg(long, default_value_t = 30)]
         rate_download: u32,
-        /// Seconds between looks for added, changed or removed skills
+        /// Seconds between looks for added, changed or removed skills where a root cannot be watched (inotify sees changes at once elsewhere)
         #[arg(long, default_value_t = 5.0)]
         refresh_s: f64,
         /// Most connections open at once; one more is answered 503

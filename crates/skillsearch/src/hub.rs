@@ -18,6 +18,7 @@
 //! minute: discover, search and read share one budget (120), downloads have their own (30).
 
 use crate::serve::Limits;
+use crate::serve::watch::{Current, Reopen, watch};
 use anyhow::{Context, Result, bail};
 use axum::Router;
 use axum::extract::{ConnectInfo, Path as UrlPath, RawQuery, State};
@@ -27,7 +28,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 use skillsearch_core::config::Settings;
 use skillsearch_core::corpus::bundle::random_hex;
-use skillsearch_core::index::{Refresh, SkillIndex};
+use skillsearch_core::index::Refresh;
 use skillsearch_core::registry::{self, Record, Registry};
 use skillsearch_core::{EligibilityEnv, Engine, Error as CoreError};
 use std::collections::HashMap;
@@ -52,17 +53,21 @@ pub(crate) struct HubOptions {
     pub read_per_minute: u32,
     /// Downloads per client address and minute.
     pub download_per_minute: u32,
-    /// How often the index looks for changed skills.
+    /// How often the index looks for changed skills where a root cannot be watched.
     pub refresh_every: Duration,
 }
 
 struct App {
     engine: Engine,
-    index: SkillIndex,
+    /// The index answering now; the watcher swaps in a rebuilt one when it must.
+    current: Arc<Current>,
     registry: Registry,
     token: Option<String>,
     rate: RateLimiter,
     eligibility: EligibilityEnv,
+    /// One permit per core: searches beyond that wait their turn in arrival order instead of
+    /// running all at once (which only adds memory and stretches every answer).
+    runners: tokio::sync::Semaphore,
 }
 
 /// Runs the hub server until SIGINT/SIGTERM.
@@ -73,34 +78,43 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result
         );
     }
     let roots = crate::context::roots_of(&settings)?;
-    let index = crate::context::open_index_held(&home, &roots, Refresh::Always)?;
+    let index = Arc::new(crate::context::open_index_held(
+        &home,
+        &roots,
+        Refresh::Always,
+    )?);
     if !opts.addr.ip().is_loopback() && opts.token.is_none() {
         tracing::warn!(target: "hub", addr = %opts.addr, "serving off loopback without a token: anyone who reaches this address can read every skill");
     }
     let engine = Engine::new(&settings, &home);
     let _embedding =
         crate::embedding::Background::start(&home, &settings, engine.semantic().clone());
+    let current = Current::new(index);
+    {
+        // Skills added, changed or removed under the roots show once the watcher sees them
+        // (inotify; every `refresh_every` where a root cannot be watched; a catch-up every
+        // minute); an index deleted or broken under the server is rebuilt.
+        let (home, roots) = (home.clone(), roots.clone());
+        let reopen: Reopen = Box::new(move || {
+            Ok(Arc::new(crate::context::open_index_held(
+                &home,
+                &roots,
+                Refresh::Always,
+            )?))
+        });
+        watch(&current, opts.refresh_every.as_millis() as u64, reopen);
+    }
     let app = Arc::new(App {
         engine,
-        index,
+        current,
         registry: Registry::new(),
         token: opts.token.clone(),
         rate: RateLimiter::new(opts.read_per_minute, opts.download_per_minute),
         eligibility: EligibilityEnv::allow_all(),
+        runners: tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, |n| n.get()),
+        ),
     });
-    {
-        // Skills added, changed or removed under the roots show within `refresh_every`.
-        let app = app.clone();
-        let every = opts.refresh_every;
-        std::thread::spawn(move || {
-            loop {
-                std::thread::sleep(every);
-                if let Err(e) = app.index.refresh(&|_| {}) {
-                    tracing::warn!(target: "hub", error = %e, "index refresh failed; serving the last good index");
-                }
-            }
-        });
-    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -324,27 +338,26 @@ fn int_param(
 
 /// The records of the `n` best skills for `q`, in rank order.
 fn ranked(app: &App, q: &str, n: usize) -> Result<Vec<Arc<Record>>, Fail> {
+    let index = app.current.get();
     let opts = app.engine.search_options(Some(n));
-    let result = app
-        .index
+    let result = index
         .search_with(q, &opts, &app.eligibility, Some(app.engine.semantic()))
         .map_err(Fail::internal)?;
     let mut out = Vec::with_capacity(result.hits.len());
     for h in &result.hits {
-        if let Some(r) = app
-            .registry
-            .find(&app.index, &h.id)
-            .map_err(Fail::internal)?
-        {
+        if let Some(r) = app.registry.find(&index, &h.id).map_err(Fail::internal)? {
             out.push(r);
         }
     }
     Ok(out)
 }
 
+/// Runs `f` on the blocking pool once one of `app`'s runners is free.
 async fn blocking<T: Send + 'static>(
+    app: &App,
     f: impl FnOnce() -> Result<T, Fail> + Send + 'static,
 ) -> Result<T, Fail> {
+    let _permit = app.runners.acquire().await.map_err(Fail::internal)?;
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|e| Err(Fail::internal(e)))
@@ -371,7 +384,8 @@ async fn h_discover(
         Err(f) => return fail(&rid, f),
     };
     let a = app.clone();
-    let res = blocking(move || {
+    let runners = app.clone();
+    let res = blocking(&runners, move || {
         let query = args["query"].as_str().unwrap_or_default().to_owned();
         let limit = args["limit"].as_u64().unwrap_or(8) as usize;
         let items: Vec<Value> = ranked(&a, &query, limit)?
@@ -428,10 +442,14 @@ async fn h_search(
         Ok(p) => p,
         Err(f) => return fail(&rid, f),
     };
-    let res = blocking(move || {
+    let runners = app.clone();
+    let res = blocking(&runners, move || {
         let candidates = match &query {
             Some(q) => ranked(&app, q, SEARCH_POOL)?,
-            None => app.registry.all(&app.index).map_err(Fail::internal)?,
+            None => app
+                .registry
+                .all(&app.current.get())
+                .map_err(Fail::internal)?,
         };
         let kept: Vec<&Arc<Record>> = candidates
             .iter()
@@ -469,10 +487,11 @@ async fn h_read(
     if let Err(f) = admit(&app, &headers, peer, Bucket::Read) {
         return fail(&rid, f);
     }
-    let res = blocking(move || {
+    let runners = app.clone();
+    let res = blocking(&runners, move || {
         let r = app
             .registry
-            .find(&app.index, &id)
+            .find(&app.current.get(), &id)
             .map_err(Fail::internal)?
             .ok_or_else(|| Fail::not_found(format!("no skill `{id}`")))?;
         Ok(r.full())
@@ -511,10 +530,11 @@ async fn h_download(
             },
         );
     }
-    let res = blocking(move || {
+    let runners = app.clone();
+    let res = blocking(&runners, move || {
         let r = app
             .registry
-            .find(&app.index, &id)
+            .find(&app.current.get(), &id)
             .map_err(Fail::internal)?
             .ok_or_else(|| Fail::not_found(format!("no skill `{id}`")))?;
         let bytes = registry::pack(&r).map_err(|e| {

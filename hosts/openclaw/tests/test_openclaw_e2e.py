@@ -363,3 +363,80 @@ def test_setup_never_evicts_another_context_engine(oc):
     finally:
         oc.edit(lambda c: c["plugins"]["slots"].update(contextEngine="skillsearch"))
         oc.edit(lambda c: c["plugins"]["entries"].pop("other-engine", None))
+
+
+def test_doctor_names_the_runtime_a_plugin_harness_takes(oc):
+    """Issue 22 item 4: a plugin agent harness configured on the real host. Doctor says, per
+    agent and for the installed release, which runtime runs its turns, and the turn agrees: with
+    `models.providers.fake.agentRuntime = {id: probe}` the probe harness runs it (doctor warns:
+    skillsearch's block and toolsAllow reach the model only if the harness applies them); an
+    exact `{id: openclaw}` on the model wins and skillsearch's skill reaches the system prompt
+    (doctor green); a whole-agent `agents.defaults.agentRuntime` makes the config invalid (doctor
+    fails, and so does the turn)."""
+    oc.skillsearch("setup", "openclaw", "--mode", "auto")
+    ran = oc.root / "probe-ran.jsonl"
+    probe = oc.root / "plugins" / "probe-harness"
+    write(probe / "package.json", """
+        {"name": "probe-harness", "version": "0.0.1", "type": "module",
+         "openclaw": {"extensions": ["./index.js"]}}
+        """)
+    write(probe / "openclaw.plugin.json", """
+        {"id": "probe-harness", "name": "Probe harness",
+         "activation": {"onStartup": true, "onAgentHarnesses": ["probe"]},
+         "configSchema": {"type": "object", "additionalProperties": false}}
+        """)
+    write(probe / "index.js", f"""
+        import fs from "node:fs";
+        export default {{ id: "probe-harness", name: "Probe harness", register(api) {{
+          api.registerAgentHarness({{ id: "probe", label: "Probe harness",
+            // Only when named: under `auto` it never claims the other tests' turns.
+            supports(ctx) {{ return ctx.requestedRuntime === "probe"
+              ? {{ supported: true, priority: 100 }} : {{ supported: false, reason: "probe only when named" }}; }},
+            async runAttempt(params) {{
+              fs.appendFileSync({json.dumps(str(ran))}, JSON.stringify({{ ran: true,
+                hasSkills: typeof params.skillsSnapshot?.prompt === "string" }}) + "\\n");
+              throw new Error("PROBE_HARNESS_RAN");
+            }} }});
+        }} }};
+        """)
+    consent = ["--force", "--accept-capabilities"] if oc.version >= (2026, 8) else []
+    oc.run("openclaw", "plugins", "install", "-l", str(probe), *consent)
+
+    def runtime_checks():
+        doc = json.loads(oc.skillsearch("doctor", "openclaw", "--json", check=False).stdout)
+        return [c for c in doc["checks"] if c["name"] == "agent runtime"]
+
+    def runs() -> int:
+        return len(ran.read_text().splitlines()) if ran.exists() else 0
+
+    try:
+        oc.edit(lambda c: c["models"]["providers"]["fake"].update(agentRuntime={"id": "probe"}))
+        [main] = runtime_checks()
+        assert main["status"] == "warn", main
+        assert "agent `main` (fake/fake-model): the plugin harness `probe`" in main["detail"], main
+        assert "before_prompt_build" in main["detail"] and "agentRuntime" in main["fix"], main
+        p, _ = oc.turn(DECK_PROMPT)
+        assert runs() == 1, (p.stdout[-2000:], p.stderr[-2000:])
+
+        oc.edit(lambda c: c["agents"]["defaults"].setdefault("models", {}).update(
+            {"fake/fake-model": {"agentRuntime": {"id": "openclaw"}}}))
+        [main] = runtime_checks()
+        assert main["status"] == "ok" and "built-in runtime" in main["detail"], main
+        p, reqs = oc.turn(DECK_PROMPT)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert runs() == 1, "the exact model entry wins over the provider's harness"
+        assert FACT in system_of(reqs[0]), "the built-in runtime gets skillsearch's block"
+
+        oc.edit(lambda c: c["agents"]["defaults"].update(agentRuntime={"id": "pi"}))
+        checks = runtime_checks()
+        assert checks[0]["status"] == "fail" and "agents.defaults.agentRuntime" in checks[0]["detail"], checks
+        assert "no turn runs" in checks[0]["detail"], checks
+        p, reqs = oc.turn(DECK_PROMPT)
+        assert p.returncode != 0 and not reqs, "OpenClaw refuses the config, as doctor said"
+    finally:
+        def undo(c):
+            c["models"]["providers"]["fake"].pop("agentRuntime", None)
+            c["agents"]["defaults"].pop("agentRuntime", None)
+            c["agents"]["defaults"].get("models", {}).pop("fake/fake-model", None)
+            c["plugins"]["entries"].setdefault("probe-harness", {})["enabled"] = False
+        oc.edit(undo)

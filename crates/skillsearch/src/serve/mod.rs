@@ -10,7 +10,7 @@
 mod conn;
 pub(crate) mod reply;
 mod run_queue;
-mod watch;
+pub(crate) mod watch;
 mod workspaces;
 
 use crate::context::{host_paths, open_index_held, roots_of};

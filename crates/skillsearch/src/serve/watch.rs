@@ -87,13 +87,13 @@ fn watch_roots(
 }
 
 /// The index a workspace answers from now, and what went wrong with its last refresh.
-pub(super) struct Current {
+pub(crate) struct Current {
     index: RwLock<Arc<SkillIndex>>,
     problem: Mutex<Option<String>>,
 }
 
 impl Current {
-    pub(super) fn new(idx: Arc<SkillIndex>) -> Arc<Current> {
+    pub(crate) fn new(idx: Arc<SkillIndex>) -> Arc<Current> {
         Arc::new(Current {
             index: RwLock::new(idx),
             problem: Mutex::new(None),
@@ -101,7 +101,7 @@ impl Current {
     }
 
     /// The index to answer from.
-    pub(super) fn get(&self) -> Arc<SkillIndex> {
+    pub(crate) fn get(&self) -> Arc<SkillIndex> {
         self.index.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -124,7 +124,7 @@ impl Current {
 
 /// Opens the workspace's index again (rebuilding it), for a watcher whose index is gone or
 /// failing; also registers it wherever the first one was.
-pub(super) type Reopen = Box<dyn Fn() -> anyhow::Result<Arc<SkillIndex>> + Send>;
+pub(crate) type Reopen = Box<dyn Fn() -> anyhow::Result<Arc<SkillIndex>> + Send>;
 
 /// Whether the index's files are still where it saved them: a directory deleted under the
 /// daemon leaves the open index answering (its files are held) but nothing to commit to.
@@ -171,7 +171,7 @@ fn refresh_or_rebuild(cur: &Current, reopen: &Reopen) {
 }
 
 /// Keeps `cur` current until the last strong handle to it is gone.
-pub(super) fn watch(cur: &Arc<Current>, refresh_ms: u64, reopen: Reopen) {
+pub(crate) fn watch(cur: &Arc<Current>, refresh_ms: u64, reopen: Reopen) {
     let roots: Vec<PathBuf> = cur.get().roots().0.iter().map(|r| r.path.clone()).collect();
     let weak: Weak<Current> = Arc::downgrade(cur);
     // The first tick checks the disk: the index was opened without a walk when another process

@@ -20,6 +20,7 @@ pub mod codex;
 pub mod doctor;
 pub mod hermes;
 pub mod openclaw;
+mod openclaw_runtime;
 pub mod wiring;
 pub mod workbuddy;
 

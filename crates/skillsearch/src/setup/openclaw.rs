@@ -742,7 +742,19 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
             ));
         }
     }
-    checks.extend(runtime_checks(&cfg));
+    // Which runtime runs each agent's turns on the installed release (plugin harnesses).
+    let bin = super::on_path("openclaw");
+    let version = bin
+        .as_deref()
+        .and_then(|b| super::openclaw_runtime::installed_version(b, &paths.config, &paths.state));
+    let harnesses = super::openclaw_runtime::harness_plugins(&cfg, &paths.state);
+    let env_runtime = std::env::var("OPENCLAW_AGENT_RUNTIME").ok();
+    checks.extend(super::openclaw_runtime::runtime_checks(
+        &cfg,
+        version,
+        &harnesses,
+        env_runtime.as_deref(),
+    ));
     checks.extend(runtime_inspection(&paths, &mode));
     let _ = home;
     Ok(checks)
@@ -816,71 +828,6 @@ pub fn validate_config(pc: &Value) -> Vec<String> {
         {
             out.push(format!("`{k}` is {n}, above {max}"));
         }
-    }
-    out
-}
-
-/// Which agent runtime each configured provider/model runs under (2026.9 policy: `agentRuntime`
-/// on provider and model entries; `OPENCLAW_AGENT_RUNTIME` is ignored).
-fn runtime_checks(cfg: &Value) -> Vec<Check> {
-    let mut out = Vec::new();
-    let ours = |r: &str| matches!(r, "" | "auto" | "openclaw" | "pi");
-    let mut foreign = Vec::new();
-    if let Some(providers) = get_path(cfg, &["models", "providers"]).and_then(Value::as_object) {
-        for (p, pv) in providers {
-            if let Some(r) = pv
-                .get("agentRuntime")
-                .and_then(Value::as_str)
-                .filter(|r| !ours(r))
-            {
-                foreign.push(format!("provider {p} → {r}"));
-            }
-            for m in pv
-                .get("models")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(r) = m
-                    .get("agentRuntime")
-                    .and_then(Value::as_str)
-                    .filter(|r| !ours(r))
-                {
-                    let id = m.get("id").and_then(Value::as_str).unwrap_or("?");
-                    foreign.push(format!("model {p}/{id} → {r}"));
-                }
-            }
-        }
-    }
-    for scope in ["defaults"] {
-        if let Some(models) = get_path(cfg, &["agents", scope, "models"]).and_then(Value::as_object)
-        {
-            for (m, mv) in models {
-                if let Some(r) = mv
-                    .get("agentRuntime")
-                    .and_then(Value::as_str)
-                    .filter(|r| !ours(r))
-                {
-                    foreign.push(format!("agents.{scope}.models[{m}] → {r}"));
-                }
-            }
-        }
-    }
-    if foreign.is_empty() {
-        out.push(Check::ok("agent runtime", "every configured model runs on OpenClaw's own runtime, where the context engine, hook and tools apply"));
-    } else {
-        out.push(Check::warn(
-            "agent runtime",
-            format!("{}: a plugin harness runs these turns, and it may not honour toolsAllow or the context engine", foreign.join(", ")),
-            "set agentRuntime to \"openclaw\" on those provider/model entries if skillsearch must serve them",
-        ));
-    }
-    if std::env::var_os("OPENCLAW_AGENT_RUNTIME").is_some() {
-        out.push(Check::warn(
-            "agent runtime env",
-            "OPENCLAW_AGENT_RUNTIME is set, and OpenClaw 2026.9 ignores it",
-            "unset OPENCLAW_AGENT_RUNTIME; set agentRuntime on provider/model entries instead",
-        ));
     }
     out
 }
