@@ -671,3 +671,42 @@ fn the_cache_must_be_outside_every_skill_root() {
     );
     bundle::check_outside(&tmp.path().join("home/cache/hub"), &roots).unwrap();
 }
+
+// ---------------------------------------------------------------- replicas
+
+#[test]
+fn several_endpoints_fail_over_and_stick_to_the_one_that_answers() {
+    let zip = zip_of(&[("pdf-forms/SKILL.md", SKILL_MD)]);
+    let good = hub_with(HashMap::from([("u-pdf", zip)]));
+    let broken = Fake::start(|_| Reply::Json(503, json!({"error": "down", "status": 20001})));
+    let tmp = tempfile::tempdir().unwrap();
+    // A dead replica first, then one answering 503, then the good one.
+    let endpoints = format!(
+        "{},{},{}",
+        skillsearch_testkit::dead_base(),
+        broken.base,
+        good.base
+    );
+    let source = HubSource::new(&HubSettings::new(&endpoints, tmp.path())).unwrap();
+    assert_eq!(source.client().endpoint(), endpoints);
+    let found = source.search_explained("fill pdf forms", 5, far()).unwrap();
+    assert!(!found.hits.is_empty(), "{found:?}");
+    assert_eq!(broken.count("/openapi/v1/skills"), 1);
+    // The next calls go straight to the replica that answered.
+    let mut hit = found.hits[0].clone();
+    source.hydrate(&mut hit, far()).unwrap();
+    source.install(&hit, far()).unwrap();
+    assert_eq!(broken.requests().len(), 1, "{:?}", broken.requests());
+    assert_eq!(good.count("/download"), 1);
+    // Every replica failing is the last one's error, within the one deadline.
+    let all_bad = format!("{},{}", skillsearch_testkit::dead_base(), broken.base);
+    let mut s = HubSettings::new(&all_bad, tmp.path());
+    s.timeout = Duration::from_millis(500);
+    let t = Instant::now();
+    let e = HubSource::new(&s)
+        .unwrap()
+        .search_explained("fill pdf forms", 5, far())
+        .unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(matches!(e, Error::HubStatus { status: 503, .. }), "{e:?}");
+}

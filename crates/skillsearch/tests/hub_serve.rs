@@ -351,3 +351,23 @@ fn rate_limits_answer_429_with_retry_after_and_tokens_are_checked() {
         "the token never reaches the log"
     );
 }
+
+#[test]
+fn a_client_fails_over_when_a_replica_dies() {
+    let a = hub(&[]);
+    let b = hub(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let s = HubSettings::new(format!("{},{}", a.base(), b.base()), tmp.path());
+    let source = HubSource::new(&s).unwrap();
+    let search = || source.search_explained("fill pdf forms", 2, far());
+    for _ in 0..5 {
+        assert_eq!(search().unwrap().hits[0].name, "pdf-forms");
+    }
+    let mut a = a;
+    a.d.kill9();
+    for _ in 0..20 {
+        let found =
+            search().unwrap_or_else(|e| panic!("a turn failed after one replica died: {e}"));
+        assert_eq!(found.hits[0].name, "pdf-forms");
+    }
+}

@@ -37,6 +37,8 @@ pub enum Kind {
     Paths,
     /// An `http://` or `https://` URL, or empty (off).
     Url,
+    /// One or more `http://` / `https://` URLs separated by commas (tried in turn), or empty.
+    Urls,
     /// A string that is never shown: `config show`, errors and `Debug` print it redacted.
     Secret,
 }
@@ -275,9 +277,9 @@ pub const KEYS: &[KeyDef] = &[
     KeyDef {
         name: "hub_endpoint",
         env: "SKILLSEARCH_HUB_ENDPOINT",
-        kind: Kind::Url,
+        kind: Kind::Urls,
         default: "\"\"",
-        doc: "Base URL of a SkillHub-compatible hub (e.g. https://skillhub.evermind.ai). Empty: no hub.",
+        doc: "Base URL of a SkillHub-compatible hub (e.g. https://skillhub.evermind.ai), or several separated by commas: replicas of one hub, tried in turn when one is down. Empty: no hub.",
     },
     KeyDef {
         name: "hub_api_key",
@@ -856,6 +858,9 @@ fn kind_text(kind: Kind) -> String {
         Kind::Path => "a path".into(),
         Kind::Paths => "a list of paths".into(),
         Kind::Url => "an http:// or https:// URL, or empty".into(),
+        Kind::Urls => {
+            "an http:// or https:// URL (or several, separated by commas), or empty".into()
+        }
     }
 }
 
@@ -932,6 +937,16 @@ fn check(def: &KeyDef, raw: Value, source: &Source) -> Result<Value, ConfigError
             Value::String(s) if is_http_url(s.trim()) => {
                 Ok(Value::String(s.trim().trim_end_matches('/').to_owned()))
             }
+            _ => Err(bad(&shown)),
+        },
+        Kind::Urls => match &raw {
+            Value::String(s) if s.trim().is_empty() => Ok(Value::String(String::new())),
+            Value::String(s) if s.split(',').all(|u| is_http_url(u.trim())) => Ok(Value::String(
+                s.split(',')
+                    .map(|u| u.trim().trim_end_matches('/'))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )),
             _ => Err(bad(&shown)),
         },
         Kind::Paths => match raw {
@@ -1212,6 +1227,9 @@ pub fn schema() -> Value {
             Kind::Float { min, max } => json!({"type": "number", "minimum": min, "maximum": max}),
             Kind::Str | Kind::Path => json!({"type": "string"}),
             Kind::Url => json!({"type": "string", "pattern": "^(https?://\\S+)?$"}),
+            Kind::Urls => {
+                json!({"type": "string", "pattern": "^(https?://[^\\s,]+(\\s*,\\s*https?://[^\\s,]+)*)?$"})
+            }
             Kind::Secret => json!({"type": "string", "writeOnly": true}),
             Kind::Bool => json!({"type": "boolean"}),
             Kind::AutoBool => json!({"type": ["boolean", "string"], "enum": [true, false, "auto"]}),
@@ -1424,6 +1442,8 @@ mod tests {
     fn hub_values_are_checked() {
         for bad in [
             "hub_endpoint = \"ftp://x\"",
+            "hub_endpoint = \"https://a.example, ftp://b\"",
+            "hub_endpoint = \"https://a.example,,https://b.example\"",
             "hub_endpoint = \"skillhub.evermind.ai\"",
             "hub_endpoint = \"https://\"",
             "hub_min_safety = 1.5",
@@ -1441,7 +1461,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.message,
-            "config key `hub_endpoint` (environment SKILLSEARCH_HUB_ENDPOINT): `hub.local` is not an http:// or https:// URL, or empty"
+            "config key `hub_endpoint` (environment SKILLSEARCH_HUB_ENDPOINT): `hub.local` is not an http:// or https:// URL (or several, separated by commas), or empty"
         );
         for def in KEYS {
             assert_eq!(
@@ -1451,6 +1471,11 @@ mod tests {
                     .replace("SKILLSEARCH_PLUGINS", "SKILLSEARCH_PLUGINS_DIRS")
             );
         }
+        let s = resolve(&file(
+            "hub_endpoint = \" https://a.example/ , http://10.0.0.2:7078\"",
+        ))
+        .unwrap();
+        assert_eq!(s.hub_endpoint, "https://a.example,http://10.0.0.2:7078");
         let s = resolve(&file("hub_endpoint = \"  \"\nhub_timeout_s = 0.5")).unwrap();
         assert_eq!((s.hub_endpoint.as_str(), s.hub_timeout_s), ("", 0.5));
     }

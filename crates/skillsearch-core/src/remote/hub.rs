@@ -162,8 +162,17 @@ impl HubSkill {
 
 /// A synchronous hub client. Cheap to share across threads (`&HubClient` is `Send + Sync`);
 /// connections are pooled.
+///
+/// `hub_endpoint` may name several replicas of one hub, separated by commas. A call goes to the
+/// replica that answered last (the first at start); when it cannot be reached, times out,
+/// answers 5xx or its breaker is open, the call moves on to the next within the same deadline,
+/// each try getting an equal share of what is left.
 pub struct HubClient {
-    endpoint: Endpoint,
+    /// As configured (comma-separated when several).
+    configured: String,
+    endpoints: Vec<Endpoint>,
+    /// Index of the replica that answered last.
+    preferred: std::sync::atomic::AtomicUsize,
     timeout: Duration,
     download_timeout: Duration,
     min_safety: f64,
@@ -173,7 +182,7 @@ pub struct HubClient {
 impl fmt::Debug for HubClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HubClient")
-            .field("endpoint", &self.endpoint)
+            .field("endpoints", &self.endpoints)
             .field("timeout", &self.timeout)
             .field("download_timeout", &self.download_timeout)
             .field("min_safety", &self.min_safety)
@@ -241,10 +250,22 @@ fn path_segment(s: &str) -> String {
 
 impl HubClient {
     pub fn new(settings: &HubSettings) -> Result<HubClient> {
-        let endpoint = Endpoint::new(&settings.endpoint, settings.api_key.clone())
-            .map_err(|why| Error::Invalid(format!("hub endpoint {why}")))?;
+        let endpoints = settings
+            .endpoint
+            .split(',')
+            .map(|u| {
+                Endpoint::new(u, settings.api_key.clone())
+                    .map_err(|why| Error::Invalid(format!("hub endpoint {why}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(HubClient {
-            endpoint,
+            configured: endpoints
+                .iter()
+                .map(Endpoint::base)
+                .collect::<Vec<_>>()
+                .join(","),
+            endpoints,
+            preferred: std::sync::atomic::AtomicUsize::new(0),
             timeout: settings.timeout,
             download_timeout: settings.download_timeout,
             min_safety: settings.min_safety,
@@ -252,8 +273,9 @@ impl HubClient {
         })
     }
 
+    /// The endpoint as configured (several separated by commas).
     pub fn endpoint(&self) -> &str {
-        self.endpoint.base()
+        &self.configured
     }
 
     /// The deadline of one search or read.
@@ -271,9 +293,9 @@ impl HubClient {
         &self.cache_dir
     }
 
-    /// One GET with a hard deadline: the earlier of `deadline` and now + `step`. A hub that
-    /// cannot be reached, hangs or fails (5xx) counts against its breaker; any other answer,
-    /// even a refusal, shows it is up.
+    /// One GET with a hard deadline: the earlier of `deadline` and now + `step`, across the
+    /// replicas (see [`HubClient`]). A hub that cannot be reached, hangs or fails (5xx) counts
+    /// against its breaker; any other answer, even a refusal, shows it is up.
     fn call(
         &self,
         op: &str,
@@ -283,8 +305,54 @@ impl HubClient {
         deadline: Instant,
         max_bytes: u64,
     ) -> Result<Answer> {
+        use std::sync::atomic::Ordering;
         let start = Instant::now();
-        let budget = deadline.saturating_duration_since(start).min(step);
+        let until = deadline.min(start + step);
+        let n = self.endpoints.len();
+        let first = self.preferred.load(Ordering::Relaxed) % n;
+        let mut last = None;
+        for k in 0..n {
+            let i = (first + k) % n;
+            let now = if k == 0 { start } else { Instant::now() };
+            let left = until.saturating_duration_since(now);
+            // An equal share of what is left for this try and each one after it.
+            let budget = left / (n - k) as u32;
+            match self.call_one(&self.endpoints[i], op, path, query, budget, max_bytes) {
+                Ok(a) if a.status < 500 || k + 1 == n => {
+                    self.preferred.store(i, Ordering::Relaxed);
+                    return Ok(a);
+                }
+                Ok(a) => {
+                    tracing::debug!(target: "hub", op, replica = self.endpoints[i].base(), status = a.status, "replica failed; trying the next");
+                    last = Some(Ok(a));
+                }
+                Err(e) => {
+                    if n > 1 {
+                        tracing::debug!(target: "hub", op, replica = self.endpoints[i].base(), error = %e, "replica failed; trying the next");
+                    }
+                    last = Some(Err(e));
+                }
+            }
+        }
+        last.unwrap_or_else(|| {
+            Err(Error::HubTimeout {
+                op: op.to_owned(),
+                after_ms: step.as_millis() as u64,
+            })
+        })
+    }
+
+    /// One GET to one replica within `budget`.
+    fn call_one(
+        &self,
+        endpoint: &Endpoint,
+        op: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        budget: Duration,
+        max_bytes: u64,
+    ) -> Result<Answer> {
+        let start = Instant::now();
         let timeout = || Error::HubTimeout {
             op: op.to_owned(),
             after_ms: budget.as_millis() as u64,
@@ -293,7 +361,7 @@ impl HubClient {
             return Err(timeout());
         }
         let request_id = bundle::random_hex(32);
-        let sent = self.endpoint.send(
+        let sent = endpoint.send(
             path,
             Request::Get {
                 query,
@@ -313,9 +381,9 @@ impl HubClient {
             Ok(a) => {
                 tracing::debug!(target: "hub", op, request_id = %request_id, status = a.status, bytes = a.body.len(), elapsed_ms, "hub answered");
                 if a.status >= 500 {
-                    self.endpoint.failed(&format!("HTTP {}", a.status));
+                    endpoint.failed(&format!("HTTP {}", a.status));
                 } else {
-                    self.endpoint.succeeded();
+                    endpoint.succeeded();
                 }
                 return Ok(a);
             }
@@ -323,7 +391,7 @@ impl HubClient {
             Err(Failure::Transport(message)) => transport(message),
         };
         tracing::debug!(target: "hub", op, request_id = %request_id, elapsed_ms, error = %e, "hub call failed");
-        self.endpoint.failed(&e.to_string());
+        endpoint.failed(&e.to_string());
         Err(e)
     }
 
