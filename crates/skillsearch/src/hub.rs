@@ -216,6 +216,13 @@ fn ok(rid: &str, result: Value) -> Response {
     with_id(axum::Json(body).into_response(), rid)
 }
 
+fn answer(rid: &str, res: Result<Value, Fail>) -> Response {
+    match res {
+        Ok(v) => ok(rid, v),
+        Err(f) => fail(rid, f),
+    }
+}
+
 fn fail(rid: &str, f: Fail) -> Response {
     let body = json!({"error": f.message, "requestId": rid, "status": f.code, "result": null});
     let mut r = (f.http, axum::Json(body)).into_response();
@@ -352,6 +359,14 @@ fn ranked(app: &App, q: &str, n: usize) -> Result<Vec<Arc<Record>>, Fail> {
     Ok(out)
 }
 
+/// The record `id` names (its UUID or `skill_id`), or 404.
+fn record(app: &App, id: &str) -> Result<Arc<Record>, Fail> {
+    app.registry
+        .find(&app.current.get(), id)
+        .map_err(Fail::internal)?
+        .ok_or_else(|| Fail::not_found(format!("no skill `{id}`")))
+}
+
 /// Runs `f` on the blocking pool once one of `app`'s runners is free.
 async fn blocking<T: Send + 'static>(
     app: &App,
@@ -395,10 +410,7 @@ async fn h_discover(
         Ok(json!({"items": items, "total": items.len()}))
     })
     .await;
-    match res {
-        Ok(v) => ok(&rid, v),
-        Err(f) => fail(&rid, f),
-    }
+    answer(&rid, res)
 }
 
 async fn h_search(
@@ -471,10 +483,7 @@ async fn h_search(
         Ok(json!({"items": items, "total": kept.len(), "page": page, "limit": limit}))
     })
     .await;
-    match res {
-        Ok(v) => ok(&rid, v),
-        Err(f) => fail(&rid, f),
-    }
+    answer(&rid, res)
 }
 
 async fn h_read(
@@ -489,18 +498,11 @@ async fn h_read(
     }
     let runners = app.clone();
     let res = blocking(&runners, move || {
-        let r = app
-            .registry
-            .find(&app.current.get(), &id)
-            .map_err(Fail::internal)?
-            .ok_or_else(|| Fail::not_found(format!("no skill `{id}`")))?;
+        let r = record(&app, &id)?;
         Ok(r.full())
     })
     .await;
-    match res {
-        Ok(v) => ok(&rid, v),
-        Err(f) => fail(&rid, f),
-    }
+    answer(&rid, res)
 }
 
 async fn h_download(
@@ -532,11 +534,7 @@ async fn h_download(
     }
     let runners = app.clone();
     let res = blocking(&runners, move || {
-        let r = app
-            .registry
-            .find(&app.current.get(), &id)
-            .map_err(Fail::internal)?
-            .ok_or_else(|| Fail::not_found(format!("no skill `{id}`")))?;
+        let r = record(&app, &id)?;
         let bytes = registry::pack(&r).map_err(|e| {
             tracing::warn!(target: "hub", skill = %r.skill_id, error = %e, "bundle not built");
             Fail {
