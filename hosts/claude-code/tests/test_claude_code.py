@@ -6,6 +6,7 @@ MCP server; after it the plain `claude -p` uses skillsearch. The plugin under
 """
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -111,3 +112,29 @@ def test_plugin_dir_hook_and_mcp_server(tmp_path):
         turn(ws, fm, QUERY, "plugin-on_demand", "--plugin-dir", str(PLUGIN), "--allowedTools", tool,
              SKILLSEARCH_MODE="on_demand", **env)
     e2e.assert_searched(fm, tool)
+
+
+def test_a_skill_served_by_a_team_hub_reaches_the_turn(tmp_path):
+    """Issue 23: a skill only a team's `skillsearch hub serve` holds reaches a real Claude Code
+    turn: hub → the hook's hub client (`SKILLSEARCH_HUB_ENDPOINT`) → the injected block."""
+    ws = e2e.workspace(tmp_path)
+    e2e.host_bin("CLAUDE_BIN")
+    team = tmp_path / "team-skills"
+    team.mkdir()
+    (ws.skills / "quarterly-decks").rename(team / "quarterly-decks")
+    hub = subprocess.Popen(
+        [ws.binary, "--home", str(tmp_path / "hub-home"), "hub", "serve", "--listen", "127.0.0.1:0",
+         "--skills", str(team)],
+        env=ws.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        base = json.loads(hub.stdout.readline())["listening"]
+        ws.setup(HOST, "auto")
+        with FakeModel(tools=[("skill_search", {"query": QUERY})]) as fm:
+            turn(ws, fm, QUERY, "hub-auto", SKILLSEARCH_HUB_ENDPOINT=base)
+        e2e.assert_injected(fm)
+        first = e2e.text_of(fm.model_requests()[0]["body"])
+        assert "[hub/" in first, "the skill came from the hub, not the local roots"
+    finally:
+        hub.kill()
+        hub.wait()
