@@ -1,7 +1,7 @@
 //! Argument parsing and the subcommands.
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use skillsearch_core::config::{self, Settings};
 use skillsearch_core::eval;
 use skillsearch_core::index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
@@ -19,6 +19,14 @@ use std::time::{Duration, Instant};
 use crate::context::{Flags, home_dir, roots_of, settings};
 use crate::output::{Out, print_diagnostics, shown};
 
+/// `--version`: the package version and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("BUILD_ID_FOR_VERSION"),
+    ")"
+);
+
 /// Exit codes: 0 hits, 1 no hits, 2 error.
 const EXIT_NO_HITS: u8 = 1;
 const EXIT_ERROR: u8 = 2;
@@ -26,7 +34,7 @@ const EXIT_ERROR: u8 = 2;
 #[derive(Parser)]
 #[command(
     name = "skillsearch",
-    version,
+    version = VERSION,
     about = "Finds the few skills an agent needs this turn, from thousands, in milliseconds"
 )]
 struct Cli {
@@ -244,6 +252,13 @@ enum Command {
         #[arg(long)]
         mode: Option<String>,
     },
+    /// Shell completions on stdout (e.g. `skillsearch completions bash > /etc/bash_completion.d/skillsearch`)
+    Completions {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
+    /// The man page (roff) on stdout (e.g. `skillsearch man > ~/.local/share/man/man1/skillsearch.1`)
+    Man,
     /// A skill hub for a team: the SkillHub API over the skills of --skills (see `hub serve --help`)
     Hub {
         #[command(subcommand)]
@@ -732,6 +747,20 @@ fn dispatch(cli: Cli) -> Result<u8> {
             crate::setup::run_setup(&mut out, host, &req, dry_run)
         }
         Command::Doctor { host, json } => crate::setup::run_doctor(&mut out, host, &home, json),
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "skillsearch", &mut buf);
+            out.line(String::from_utf8_lossy(&buf).trim_end())?;
+            Ok(0)
+        }
+        Command::Man => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut buf)
+                .context("cannot render the man page")?;
+            out.line(String::from_utf8_lossy(&buf).trim_end())?;
+            Ok(0)
+        }
         Command::Hub {
             command:
                 HubCommand::Serve {

@@ -663,3 +663,45 @@ fn config_import_prints_a_config_the_binary_reads() {
         "{err}"
     );
 }
+
+/// `--version` names the build; `completions` prints scripts the shells accept; `man` prints a
+/// roff page of every subcommand.
+#[test]
+fn version_completions_and_man_page() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let v = String::from_utf8(run(&["--version"]).stdout).unwrap();
+    assert!(v.starts_with("skillsearch 0."), "{v}");
+    assert!(v.contains("commit ") || v.contains("no git commit"), "{v}");
+    let bash = run(&["completions", "bash"]);
+    assert!(bash.status.success());
+    let script = String::from_utf8(bash.stdout).unwrap();
+    assert!(
+        script.contains("_skillsearch") && script.contains("hub"),
+        "{script}"
+    );
+    // The script is valid bash (parsed, not run).
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("skillsearch.bash");
+    std::fs::write(&f, &script).unwrap();
+    let checked = Command::new("bash").arg("-n").arg(&f).output().unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let bad = run(&["completions", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let man = String::from_utf8(run(&["man"]).stdout).unwrap();
+    assert!(
+        man.contains(".TH skillsearch 1") && man.contains(".SH SYNOPSIS"),
+        "{man}"
+    );
+    for sub in ["search", "serve", "hub", "setup", "completions"] {
+        assert!(man.contains(sub), "{sub} missing from the man page");
+    }
+}
