@@ -12,10 +12,11 @@ const RESOURCES: [(&str, &str); 2] = [
     ("MCP_CLIENT_TESTS", "has_mcp_clients"),
 ];
 
-/// `BUILD_ID_FOR_VERSION` for `--version` (not `SKILLSEARCH_*`: cargo also sets it when it runs
-/// the binary, and skillsearch refuses unknown `SKILLSEARCH_*` variables): `commit <12 hex>[, modified]`, `<profile> build`; or
-/// (`modified`: tracked files differed from the commit when the build script last ran)
-/// `no git commit` outside a git checkout (a crates.io or tarball build).
+/// `BUILD_ID_FOR_VERSION` for `--version`: `commit <12 hex>[, modified], <profile> build`
+/// (`modified`: tracked files differed from the commit when the build script last ran), or
+/// `no git commit, <profile> build` outside a git checkout (a crates.io or tarball build). Not
+/// named `SKILLSEARCH_*`: cargo also sets it when it runs the binary, and skillsearch refuses
+/// unknown `SKILLSEARCH_*` variables.
 fn build_id() -> String {
     let git = |args: &[&str]| {
         std::process::Command::new("git")
