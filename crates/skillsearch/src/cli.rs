@@ -1021,7 +1021,12 @@ fn cmd_index(
     }
     // Vectors too, so the first semantic query does not wait for them.
     let slot = SemanticSlot::default();
-    let note = crate::embedding::attach_now(home, s, &idx, &slot);
+    let lexical = crate::embedding::attach_now(home, s, &idx, &slot);
+    if let Some(l) = &lexical {
+        // Printed below in full: later searches need not say it again.
+        l.mark_said(home);
+    }
+    let note = lexical.map(|l| l.note);
     let semantic = match slot.get() {
         Some(sem) => serde_json::json!({
             "model": sem.model(),
@@ -1108,10 +1113,11 @@ fn cmd_search(
         }
     }
     let slot = std::sync::Arc::new(SemanticSlot::default());
-    if opts.retriever != Retriever::Lexical
-        && let Some(note) = crate::embedding::attach_now(home, s, &idx, &slot)
-    {
-        tracing::warn!("{note}");
+    let lexical = (opts.retriever != Retriever::Lexical)
+        .then(|| crate::embedding::attach_now(home, s, &idx, &slot))
+        .flatten();
+    if let Some(l) = &lexical {
+        l.warn(home);
     }
     if let SearchOutput::Render = &output {
         // Only a rendered turn needs the engine (its remote clients, the plugin inventory).
@@ -1123,7 +1129,13 @@ fn cmd_search(
             ..Turn::until(engine.deadline(started))
         };
         let r = engine.retrieve(&idx, query, &turn)?;
-        for n in &r.notes {
+        // Why retrieval is lexical was said above (once, for a missing model).
+        let said = lexical.as_ref().map(|l| l.note.as_str());
+        for n in r
+            .notes
+            .iter()
+            .filter(|n| !said.is_some_and(|s| n.contains(s)))
+        {
             tracing::warn!("{n}");
         }
         if !r.over_budget.is_empty() {
@@ -1436,9 +1448,9 @@ fn cmd_eval(
     let (idx, _) = open_index(home, &roots_of(s)?, Refresh::Always)?;
     let slot = SemanticSlot::default();
     if opts.retriever != Retriever::Lexical
-        && let Some(note) = crate::embedding::attach_now(home, s, &idx, &slot)
+        && let Some(lexical) = crate::embedding::attach_now(home, s, &idx, &slot)
     {
-        tracing::warn!("{note}");
+        lexical.warn(home);
     }
     if store_queries && let Some(sem) = slot.get() {
         // Query vectors stored like skills', so repeated runs (tuning) skip the model; the

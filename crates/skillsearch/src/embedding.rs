@@ -19,19 +19,71 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+/// Why a short-lived command's retrieval stays lexical.
+#[derive(Debug, Clone)]
+pub(crate) struct Lexical {
+    pub note: String,
+    /// No model is installed at all (nothing failed).
+    pub missing_model: bool,
+}
+
+/// Where the one-time "no sentence model" line is remembered.
+const MODEL_NOTICE: &str = ".no-model-notice-shown";
+
+impl Lexical {
+    /// Logs why retrieval is lexical. A missing model is said once per home, in one line
+    /// (`models show` says it again); a model that failed is a warning every time.
+    pub(crate) fn warn(&self, home: &Path) {
+        if !self.missing_model {
+            tracing::warn!("{}", self.note);
+            return;
+        }
+        let marker = skillsearch_core::retrieve::embed::models_dir(home).join(MODEL_NOTICE);
+        if marker.exists() {
+            tracing::debug!("{}", self.note);
+            return;
+        }
+        tracing::warn!(
+            "no sentence model installed, so ranking is lexical; `skillsearch models add DIR` installs one (said once; `skillsearch models show` says it again)"
+        );
+        self.mark_said(home);
+    }
+
+    /// Remembers that the user was told a model is missing (by `search`, or by `index`,
+    /// which prints the whole note), so later searches stay quiet about it. A home that
+    /// cannot be written keeps saying it.
+    pub(crate) fn mark_said(&self, home: &Path) {
+        if !self.missing_model {
+            return;
+        }
+        let marker = skillsearch_core::retrieve::embed::models_dir(home).join(MODEL_NOTICE);
+        if marker.exists() {
+            return;
+        }
+        if let Some(dir) = marker.parent()
+            && std::fs::create_dir_all(dir).is_ok()
+        {
+            let _ = std::fs::write(&marker, b"");
+        }
+    }
+}
+
 /// For a short-lived command: loads the embedder, embeds every skill of `idx` that has no
-/// vector (a bar on a terminal), and attaches it to `slot`. Returns a note when retrieval stays
-/// lexical; the slot keeps it too, so the search's own notes say why.
+/// vector (a bar on a terminal), and attaches it to `slot`. Returns why retrieval stays
+/// lexical, if it does; the slot keeps the note too, so the search's own notes say why.
 pub(crate) fn attach_now(
     home: &Path,
     s: &Settings,
     idx: &SkillIndex,
     slot: &SemanticSlot,
-) -> Option<String> {
+) -> Option<Lexical> {
     let loaded = load(home, s);
     let Some(sem) = loaded.semantic else {
         slot.set_off(loaded.note.clone());
-        return loaded.note;
+        return loaded.note.map(|note| Lexical {
+            note,
+            missing_model: loaded.missing_model,
+        });
     };
     let bar = EmbedBar::new();
     let stop = AtomicBool::new(false);
@@ -43,10 +95,16 @@ pub(crate) fn attach_now(
             sem.model()
         );
         slot.set_off(Some(note.clone()));
-        return Some(note);
+        return Some(Lexical {
+            note,
+            missing_model: false,
+        });
     }
     slot.attach(sem);
-    loaded.note
+    loaded.note.map(|note| Lexical {
+        note,
+        missing_model: false,
+    })
 }
 
 /// A terminal progress bar for embedding (nothing when stderr is not a terminal).
@@ -352,7 +410,9 @@ mod tests {
         let base = dead_openai_base();
         let idx = index(&home.path().join("home"), &home.path().join("skills"));
         let slot = SemanticSlot::default();
-        let note = attach_now(home.path(), &settings(&base), &idx, &slot).unwrap();
+        let note = attach_now(home.path(), &settings(&base), &idx, &slot)
+            .unwrap()
+            .note;
         assert!(
             note.starts_with(&format!("embeddings endpoint {base}/embeddings")),
             "{note}"

@@ -705,3 +705,53 @@ fn version_completions_and_man_page() {
         assert!(man.contains(sub), "{sub} missing from the man page");
     }
 }
+
+/// Without a sentence model, `search` says so once per home, in one line; later searches are
+/// quiet about it.
+#[test]
+fn a_missing_model_is_said_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let skills = tmp.path().join("skills");
+    skillsearch_testkit::write_skill(&skills, "pdf", "pdf", "Fill PDF forms", "Use pdftk.");
+    let run = |home: &str, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_skillsearch"))
+            .arg("--home")
+            .arg(tmp.path().join(home))
+            .args(args)
+            .arg("--skills")
+            .arg(&skills)
+            .env_remove("SKILLSEARCH_HOME")
+            .env_remove("SKILLSEARCH_MODEL_DIR")
+            .env_remove("SKILLSEARCH_EMBEDDING_MODEL_DIR")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let search = |extra: &[&str]| {
+        let args: Vec<&str> = ["search", "fill pdf forms"]
+            .iter()
+            .chain(extra)
+            .copied()
+            .collect();
+        run("home", &args)
+    };
+    let first = search(&[]);
+    let lines: Vec<&str> = first
+        .lines()
+        .filter(|l| l.contains("sentence model"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{first}");
+    assert!(
+        lines[0].contains("skillsearch models add DIR") && lines[0].len() < 250,
+        "{first}"
+    );
+    for extra in [&[][..], &["--render"][..]] {
+        let later = search(extra);
+        assert!(!later.contains("sentence model"), "{extra:?}: {later}");
+    }
+    // `index` prints the whole note itself; searches after it need not repeat it.
+    run("home2", &["index"]);
+    let after_index = run("home2", &["search", "fill pdf forms"]);
+    assert!(!after_index.contains("sentence model"), "{after_index}");
+}

@@ -27,6 +27,8 @@ pub struct Loaded {
     /// The failure may pass (an embeddings endpoint down, slow or misbehaving): a long-lived
     /// process tries again later.
     pub retry: bool,
+    /// Lexical because no model is installed at all (not because one failed).
+    pub missing_model: bool,
 }
 
 impl Loaded {
@@ -35,6 +37,7 @@ impl Loaded {
             semantic: None,
             note: Some(note),
             retry,
+            missing_model: false,
         }
     }
 }
@@ -85,13 +88,16 @@ pub fn load(home: &Path, s: &Settings) -> Loaded {
     let dir = match embed::find_model_dir(home, s.embedding_model_dir.as_deref()) {
         Ok(Some(dir)) => dir,
         Ok(None) => {
-            return Loaded::off(
-                format!(
-                    "no sentence model: retrieval is lexical. Install one with `skillsearch models add DIR` (a Hugging Face model directory such as all-MiniLM-L6-v2), set embedding_model_dir / SKILLSEARCH_MODEL_DIR, or set embedding_base_url for an OpenAI-compatible embeddings endpoint; looked in {}",
-                    embed::models_dir(home).display()
-                ),
-                false,
-            );
+            return Loaded {
+                missing_model: true,
+                ..Loaded::off(
+                    format!(
+                        "no sentence model: retrieval is lexical. Install one with `skillsearch models add DIR` (a Hugging Face model directory such as all-MiniLM-L6-v2), set embedding_model_dir / SKILLSEARCH_MODEL_DIR, or set embedding_base_url for an OpenAI-compatible embeddings endpoint; looked in {}",
+                        embed::models_dir(home).display()
+                    ),
+                    false,
+                )
+            };
         }
         Err(e) => return Loaded::off(format!("{e}; retrieval is lexical"), false),
     };
