@@ -12,6 +12,11 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::LazyLock;
 
+/// Whether two secrets are equal, in time that depends on their length only (token checks).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// What a redacted credential reads as.
 pub const MARK: &str = "[redacted]";
 

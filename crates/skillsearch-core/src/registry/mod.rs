@@ -6,6 +6,7 @@
 //! registry for the records of the hits.
 
 pub mod scan;
+pub mod store;
 
 use crate::corpus::{self, frontmatter};
 use crate::error::{Error, Result};

@@ -952,9 +952,7 @@ impl App {
     }
 }
 
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+pub(crate) use skillsearch_core::secrets::constant_time_eq;
 
 async fn h_retrieve(
     State(app): State<Arc<App>>,
