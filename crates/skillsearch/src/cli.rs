@@ -146,6 +146,28 @@ enum Command {
         #[command(flatten)]
         rank: RankArgs,
     },
+    /// Why a query ranks what it does: each hit's retrievers with their ranks and scores, the
+    /// terms it matched in which fields, the fusion's arithmetic, and why a match was held back
+    Explain {
+        /// The task or question, as given to `search`
+        query: String,
+        #[command(flatten)]
+        roots: RootArgs,
+        /// Also explain this skill, wherever it ranks (`<id>` or `local/<id>`); repeatable
+        #[arg(long = "skill", value_name = "ID")]
+        explain_ids: Vec<String>,
+        /// Skills to return [config: top_k]
+        #[arg(long, short = 'k')]
+        top_k: Option<usize>,
+        /// Token budget of the injected turn it explains [config: token_budget]
+        #[arg(long, value_name = "TOKENS")]
+        budget: Option<usize>,
+        /// One JSON object on stdout (its fields: `Explanation` in skillsearch-core's retrieve::explain)
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        rank: RankArgs,
+    },
     /// Show one skill as a model would read it
     Show {
         /// A skill id from `search` (`<id>` or `local/<id>`)
@@ -594,6 +616,24 @@ fn dispatch(cli: Cli) -> Result<u8> {
             };
             let opts = search_options(&s, &rank, s.top_k);
             cmd_search(&mut out, &home, &s, &query, &opts, refresh, output)
+        }
+        Command::Explain {
+            query,
+            roots,
+            explain_ids,
+            top_k,
+            budget,
+            json,
+            rank,
+        } => {
+            let flags = Flags::default()
+                .roots(&roots)
+                .set("top_k", top_k)
+                .set("token_budget", budget)
+                .rank(&rank);
+            let s = settings(&home, cfg, flags)?;
+            let opts = search_options(&s, &rank, s.top_k);
+            cmd_explain(&mut out, &home, &s, &query, &opts, &explain_ids, json)
         }
         Command::Show { id, roots, json } => {
             let s = settings(&home, cfg, Flags::default().roots(&roots))?;
@@ -1191,6 +1231,52 @@ fn cmd_search(
         }
     }
     Ok(code)
+}
+
+fn cmd_explain(
+    out: &mut Out,
+    home: &std::path::Path,
+    s: &Settings,
+    query: &str,
+    opts: &SearchOptions,
+    wanted: &[String],
+    json: bool,
+) -> Result<u8> {
+    let started = Instant::now();
+    let roots = &roots_of(s)?;
+    let refresh = Refresh::IfOlderThan(Duration::from_millis(s.refresh_ms));
+    let (idx, report) = open_index(home, roots, refresh)?;
+    if let Some(r) = &report {
+        for d in &r.diagnostics {
+            tracing::warn!("{d}");
+        }
+    }
+    let slot = std::sync::Arc::new(SemanticSlot::default());
+    if opts.retriever != Retriever::Lexical
+        && let Some(l) = crate::embedding::attach_now(home, s, &idx, &slot)
+    {
+        l.warn(home);
+    }
+    let engine = Engine::new(s, home)
+        .with_search_options(opts.clone())
+        .with_semantic(slot);
+    let turn = Turn {
+        paths: crate::context::process_paths(),
+        ..Turn::until(engine.deadline(started))
+    };
+    let ex = engine.explain(&idx, query, &turn, wanted)?;
+    if json {
+        out.json(&ex)?;
+    } else {
+        for line in crate::explain::text(&ex) {
+            out.line(&line)?;
+        }
+    }
+    let hits = ex
+        .skills
+        .iter()
+        .any(|s| s.status == skillsearch_core::retrieve::explain::Status::Hit);
+    Ok(if hits { 0 } else { EXIT_NO_HITS })
 }
 
 fn cmd_show(

@@ -6,6 +6,7 @@
 mod cli;
 mod context;
 mod embedding;
+mod explain;
 #[doc(hidden)]
 pub mod fuzzing;
 mod hook;

@@ -94,6 +94,12 @@ impl Decoded {
         Ok(Some(d))
     }
 
+    /// `doc`'s (field norm id, term frequency), when the list holds it.
+    pub fn find(&self, doc: DocId) -> Option<(u8, u32)> {
+        let at = self.docs[..self.len()].binary_search(&doc).ok()?;
+        Some((self.norms[at], self.freqs[at]))
+    }
+
     /// How many documents the list holds.
     pub fn len(&self) -> usize {
         self.docs.len() - 1

@@ -14,6 +14,19 @@ pub struct Fused<K> {
     pub score: f64,
     pub contributors: Vec<usize>,
     pub representative: usize,
+    /// Each list's claim, in the order they were added into `score` (what `explain` shows).
+    pub claims: Vec<Claim>,
+}
+
+/// One list's term of a fused score: `weight / (k + rank)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Claim {
+    /// The list's index.
+    pub list: usize,
+    /// The item's rank in that list, from 1.
+    pub rank: usize,
+    pub weight: f64,
+    pub value: f64,
 }
 
 /// Fuses `lists` (each `(weight, keys best first)`) with constant `k`; returns every item, best
@@ -32,10 +45,17 @@ pub fn rrf<K: Eq + Hash + Clone>(lists: &[(f64, Vec<K>)], k: f64) -> Vec<Fused<K
             }
             rank += 1;
             let claim = weight / (k + rank as f64);
+            let part = Claim {
+                list: li,
+                rank,
+                weight: *weight,
+                value: claim,
+            };
             match at.get(key) {
                 Some(&i) => {
                     out[i].score += claim;
                     out[i].contributors.push(li);
+                    out[i].claims.push(part);
                     if claim > best_claim[i] {
                         best_claim[i] = claim;
                         out[i].representative = li;
@@ -49,6 +69,7 @@ pub fn rrf<K: Eq + Hash + Clone>(lists: &[(f64, Vec<K>)], k: f64) -> Vec<Fused<K
                         score: claim,
                         contributors: vec![li],
                         representative: li,
+                        claims: vec![part],
                     });
                 }
             }
@@ -82,6 +103,10 @@ mod tests {
         assert_eq!(f[0].contributors, [0, 1]);
         // y's claims: a 1/62 = 0.01613, b 0.85/61 = 0.01393 -> a represents it.
         assert_eq!(f[0].representative, 0);
+        // The claims add up to the score, in order.
+        let parts: Vec<(usize, usize)> = f[0].claims.iter().map(|c| (c.list, c.rank)).collect();
+        assert_eq!(parts, [(0, 2), (1, 1)]);
+        assert_eq!(f[0].claims.iter().map(|c| c.value).sum::<f64>(), f[0].score);
     }
 
     #[test]

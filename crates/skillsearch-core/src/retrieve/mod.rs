@@ -2,6 +2,7 @@
 //! deterministic ties, then name-collision shadowing and eligibility gating of the hits.
 
 pub mod embed;
+pub mod explain;
 pub(crate) mod fusion;
 pub(crate) mod query;
 pub mod semantic;
@@ -12,6 +13,7 @@ use crate::error::Result;
 use crate::index::analyzer;
 use crate::index::maxscore::{self, TermPostings};
 use crate::index::{SegmentColumns, SkillIndex};
+use crate::retrieve::explain::{Trace, Traced, TracedClause};
 use crate::retrieve::semantic::SemanticSlot;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -227,6 +229,9 @@ pub struct Dropped {
     pub id: String,
     pub name: String,
     pub exclusion: Exclusion,
+    /// Its root's precedence (a shadowed copy may share its id with the winner).
+    #[serde(skip)]
+    pub root: usize,
 }
 
 /// The answer to one query.
@@ -287,19 +292,27 @@ impl SkillIndex {
         semantic: Option<&SemanticSlot>,
     ) -> Result<SearchResult> {
         let _searching = self.searching();
-        self.search_counted(query, opts, gate, semantic)
+        self.search_counted(query, opts, gate, semantic, None)
     }
 
     /// [`SkillIndex::search_with`] for a caller that already counts itself as searching (a
-    /// whole turn, see [`SkillIndex::may_split`]).
+    /// whole turn, see [`SkillIndex::may_split`]), recording what it does in `trace` when
+    /// given one (`explain`): the same run, not a second one.
     pub(crate) fn search_counted(
         &self,
         query: &str,
         opts: &SearchOptions,
         gate: &EligibilityEnv,
         semantic_given: Option<&SemanticSlot>,
+        mut trace: Option<&mut Trace>,
     ) -> Result<SearchResult> {
         let searcher = self.searcher();
+        if let Some(t) = trace.as_deref_mut() {
+            *t = Trace {
+                searcher: Some(searcher.clone()),
+                ..Trace::default()
+            };
+        }
         let n_docs = searcher.num_docs();
         let analyzed = analyzer::terms(query);
         let mut counts: BTreeMap<String, u32> = BTreeMap::new();
@@ -390,6 +403,9 @@ impl SkillIndex {
             });
         }
         if opts.top_k == 0 || (clauses.is_empty() && semantic.is_none()) {
+            if let Some(t) = trace {
+                t.result = result.clone();
+            }
             return Ok(result);
         }
         // Built even when only the semantic retriever was asked for: if embedding the query
@@ -417,7 +433,18 @@ impl SkillIndex {
                     }
                 };
                 let w = Bm25Weight::for_one_term_without_explain(df, total_docs, average);
-                lexical.push((t, w.boost_by(boost)));
+                let w = w.boost_by(boost);
+                if let Some(tr) = trace.as_deref_mut() {
+                    tr.clauses.push(TracedClause {
+                        term: t.value().as_str().unwrap_or_default().to_owned(),
+                        field: self.field_label(field),
+                        boost,
+                        df,
+                        clause: t.clone(),
+                        weight: w.clone(),
+                    });
+                }
+                lexical.push((t, w));
             }
             Some(lexical)
         };
@@ -482,7 +509,7 @@ impl SkillIndex {
             }
             let lexical_on =
                 weight.is_some() && (!semantic_on || opts.retriever != Retriever::Semantic);
-            let lexical = match weight.as_ref().filter(|_| lexical_on) {
+            let mut lexical = match weight.as_ref().filter(|_| lexical_on) {
                 Some(w) => {
                     let (found, done) = match prefetched.take() {
                         Some(found) => found,
@@ -493,6 +520,27 @@ impl SkillIndex {
                 }
                 None => Vec::new(),
             };
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.depth = limit;
+                tr.fused.clear();
+                tr.semantic = nearest
+                    .iter()
+                    .map(|c| Traced {
+                        root: c.key.root,
+                        rel: c.key.rel.clone(),
+                        score: c.score,
+                    })
+                    .collect();
+                self.resolve_ids(&searcher, &mut lexical)?;
+                tr.lexical = lexical
+                    .iter()
+                    .map(|c| Traced {
+                        root: c.root,
+                        rel: c.rel.clone().unwrap_or_default(),
+                        score: c.score,
+                    })
+                    .collect();
+            }
             let ranked: Vec<Candidate> = if semantic_on {
                 let sem: Vec<Candidate> = nearest
                     .into_iter()
@@ -505,9 +553,13 @@ impl SkillIndex {
                     })
                     .collect();
                 if lexical_on {
-                    let mut lexical = lexical;
                     self.resolve_ids(&searcher, &mut lexical)?;
-                    fuse(lexical, sem, opts)
+                    fuse(
+                        lexical,
+                        sem,
+                        opts,
+                        trace.as_deref_mut().map(|t| &mut t.fused),
+                    )
                 } else {
                     sem
                 }
@@ -523,6 +575,9 @@ impl SkillIndex {
             }
             self.finish(&searcher, ranked, opts, gate, &mut result)?;
             if exhausted || result.hits.len() == opts.top_k {
+                if let Some(t) = trace {
+                    t.result = result.clone();
+                }
                 return Ok(result);
             }
             limit *= 4;
@@ -541,7 +596,6 @@ impl SkillIndex {
     ) -> Result<()> {
         result.hits.clear();
         result.dropped.clear();
-        let several_roots = self.roots.0.len() > 1;
         for Candidate {
             score,
             root,
@@ -568,34 +622,12 @@ impl SkillIndex {
                     .to_owned(),
             };
             let meta = self.stored_of(&doc)?.meta;
-            // Only a skill in a root of higher precedence shadows; two skills of one name in
-            // the same root are both kept (their ids differ) and reported by `index`.
-            let winner = if several_roots && root > 0 {
-                self.docs_named(searcher, &meta.name)?.into_iter().next()
-            } else {
-                None
-            };
-            if let Some((w_root, w_rel)) = winner
-                && w_root < root
-            {
-                result.dropped.push(Dropped {
-                    id: rel,
-                    name: meta.name.clone(),
-                    exclusion: Exclusion {
-                        code: "shadowed".into(),
-                        reason: format!(
-                            "name `{}` is taken by `{w_rel}` in a root of higher precedence",
-                            meta.name
-                        ),
-                    },
-                });
-                continue;
-            }
-            if let Err(exclusion) = gate.check(&meta) {
+            if let Some(exclusion) = self.held_back(searcher, root, &meta, gate)? {
                 result.dropped.push(Dropped {
                     id: rel,
                     name: meta.name.clone(),
                     exclusion,
+                    root,
                 });
                 continue;
             }
@@ -604,6 +636,49 @@ impl SkillIndex {
                 .push(Hit::local(rel, root, PathBuf::from(path), meta, score));
         }
         Ok(())
+    }
+
+    /// Why the skill `meta` of root `root` is not offered, if it is not: a skill of the same
+    /// name in a root of higher precedence shadows it, or this machine cannot run it. Only a
+    /// skill in a root of higher precedence shadows; two skills of one name in the same root
+    /// are both kept (their ids differ) and reported by `index`.
+    pub(crate) fn held_back(
+        &self,
+        searcher: &Searcher,
+        root: usize,
+        meta: &SkillMeta,
+        gate: &EligibilityEnv,
+    ) -> Result<Option<Exclusion>> {
+        let winner = if self.roots.0.len() > 1 && root > 0 {
+            self.docs_named(searcher, &meta.name)?.into_iter().next()
+        } else {
+            None
+        };
+        if let Some((w_root, w_rel)) = winner
+            && w_root < root
+        {
+            return Ok(Some(Exclusion {
+                code: "shadowed".into(),
+                reason: format!(
+                    "name `{}` is taken by `{w_rel}` in a root of higher precedence",
+                    meta.name
+                ),
+            }));
+        }
+        Ok(gate.check(meta).err())
+    }
+
+    /// The name `explain` gives a field of the lexical query.
+    fn field_label(&self, field: tantivy::schema::Field) -> &'static str {
+        if field == self.f.name {
+            "name"
+        } else if field == self.f.description {
+            "description"
+        } else if field == self.f.body {
+            "body"
+        } else {
+            "other"
+        }
     }
 
     /// The best `k` documents over all segments by (score desc, root asc, id asc), and whether
@@ -800,7 +875,13 @@ impl SkillIndex {
 }
 
 /// Weighted RRF of the lexical and semantic rankings; a hit's score becomes its fused score.
-fn fuse(lexical: Vec<Candidate>, semantic: Vec<Candidate>, opts: &SearchOptions) -> Vec<Candidate> {
+/// `keep` receives the fusion's arithmetic (`explain`).
+fn fuse(
+    lexical: Vec<Candidate>,
+    semantic: Vec<Candidate>,
+    opts: &SearchOptions,
+    keep: Option<&mut Vec<crate::retrieve::fusion::Fused<(usize, String)>>>,
+) -> Vec<Candidate> {
     let key = |c: &Candidate| (c.root, c.rel.clone().unwrap_or_default());
     let lists = [
         (
@@ -817,7 +898,11 @@ fn fuse(lexical: Vec<Candidate>, semantic: Vec<Candidate>, opts: &SearchOptions)
         .chain(lexical)
         .map(|c| (key(&c), c))
         .collect();
-    crate::retrieve::fusion::rrf(&lists, f64::from(opts.rrf_k))
+    let fused = crate::retrieve::fusion::rrf(&lists, f64::from(opts.rrf_k));
+    if let Some(keep) = keep {
+        keep.clone_from(&fused);
+    }
+    fused
         .into_iter()
         .filter_map(|f| {
             by_key.remove(&f.key).map(|mut c| {

@@ -25,6 +25,7 @@ use crate::index::SkillIndex;
 use crate::plan::{self, Inventory, Matched, Plan, ToolSpec};
 use crate::remote::Remote;
 use crate::remote::source::RemoteHit;
+use crate::retrieve::explain::{Explanation, GuardPart, Status, Trace, TurnPart, TurnSummary};
 use crate::retrieve::semantic::SemanticSlot;
 use crate::retrieve::{Hit, SearchOptions};
 use crate::tokens::TokenCounter;
@@ -274,7 +275,71 @@ impl Engine {
             }
             Ok(out)
         };
-        pipeline::run(self, index, query, &opts, turn, true, &more)
+        pipeline::run(self, index, query, &opts, turn, true, &more, None)
+    }
+
+    /// Why `query` ranks what it does: the turn [`Engine::retrieve`] runs (relevance guard and
+    /// token budget included), its local search recorded as it ran, explained hit by hit, then
+    /// the matches held back, then each skill of `wanted` (ids, `local/` optional) wherever
+    /// it stands. Only a failure of the local index is an error.
+    pub fn explain(
+        &self,
+        index: &SkillIndex,
+        query: &str,
+        turn: &Turn,
+        wanted: &[String],
+    ) -> Result<Explanation> {
+        let opts = self.search_options(turn.top_k);
+        let mut trace = Trace::default();
+        let none = |_: &[Hit]| -> Result<Vec<Hit>> { Ok(Vec::new()) };
+        let r = pipeline::run(
+            self,
+            index,
+            query,
+            &opts,
+            turn,
+            true,
+            &none,
+            Some(&mut trace),
+        )?;
+        let searched = r
+            .stages
+            .rewrite
+            .as_ref()
+            .and_then(|w| w.rewritten.clone())
+            .unwrap_or_else(|| query.to_owned());
+        let mut ex = index.explanation(
+            &trace,
+            &opts,
+            &self.eligibility,
+            Some(&self.semantic),
+            &searched,
+            wanted,
+        )?;
+        ex.query = query.to_owned();
+        let injected: Vec<String> = r.hits.iter().map(|h| h.qualified_id.clone()).collect();
+        for s in ex.skills.iter_mut().filter(|s| s.status == Status::Hit) {
+            let verdict = trace.guard.iter().find(|(id, _)| *id == s.qualified_id);
+            s.turn = Some(TurnPart {
+                injected: injected.contains(&s.qualified_id),
+                relevance_guard: verdict.map(|(_, v)| GuardPart {
+                    passed: v.passed,
+                    matched: v.matched.clone(),
+                    required: v.required,
+                }),
+                over_budget: r.over_budget.contains(&s.qualified_id),
+            });
+        }
+        ex.turn = TurnSummary {
+            injected,
+            off_topic: r.off_topic,
+            over_budget: r.over_budget,
+            token_budget: self.render.token_budget,
+            tokens: r.tokens,
+            gate_decided: r.stages.gate.as_ref().is_some_and(|g| !g.fell_back),
+        };
+        ex.notes = r.notes;
+        Ok(ex)
     }
 
     /// What a `skill_search` call returns, and the retrieval behind it (for the decision log).

@@ -19,6 +19,7 @@ use crate::plan::Inventory;
 use crate::remote::Remote;
 use crate::remote::llm::{self, GateCandidate, GateOptions};
 use crate::remote::source::{Found, RemoteHit};
+use crate::retrieve::explain::Trace;
 use crate::retrieve::semantic::SemanticSlot;
 use crate::retrieve::{Dropped, Hit, SearchOptions};
 use serde::Serialize;
@@ -116,7 +117,8 @@ pub(super) type More<'a> = dyn Fn(&[Hit]) -> Result<Vec<Hit>> + 'a;
 
 /// Runs one turn. `guard`: inject only hits that pass the lexical relevance guard
 /// ([`crate::index::relevance`]) unless the gate decided (on for blocks injected every turn, off where
-/// the model asked).
+/// the model asked). `trace` records the local search and the guard's verdicts (`explain`).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     engine: &Engine,
     index: &SkillIndex,
@@ -125,6 +127,7 @@ pub(super) fn run(
     turn: &Turn,
     guard: bool,
     more: &More<'_>,
+    mut trace: Option<&mut Trace>,
 ) -> Result<Retrieval> {
     // The whole turn counts as a search on the index, reading and rendering included.
     let _searching = index.searching();
@@ -134,7 +137,14 @@ pub(super) fn run(
     // The host config may have changed since the last turn (a plugin enabled).
     st.notes.extend(engine.eligibility().refresh());
     st.rewrite(remote, turn);
-    let found = st.fan_out(index, engine.eligibility(), engine.semantic(), remote, turn)?;
+    let found = st.fan_out(
+        index,
+        engine.eligibility(),
+        engine.semantic(),
+        remote,
+        turn,
+        trace.as_deref_mut(),
+    )?;
     st.fuse(remote, turn, found);
     st.hydrate(index, remote, turn);
     st.dedup();
@@ -142,7 +152,7 @@ pub(super) fn run(
     st.cut_and_install(index, remote, turn);
     st.add_bundled(more)?;
     let search_ms = t.elapsed().as_secs_f64() * 1e3;
-    Ok(st.render(engine, index, turn, guard, search_ms))
+    Ok(st.render(engine, index, turn, guard, search_ms, trace))
 }
 
 /// Each remote source's answer (in [`Remote::sources`] order) and how long it took.
@@ -224,6 +234,7 @@ impl<'t> TurnState<'t> {
         semantic: &SemanticSlot,
         remote: &Remote,
         turn: &Turn,
+        trace: Option<&mut Trace>,
     ) -> Result<Answers> {
         let local_opts = SearchOptions {
             top_k: self.pool,
@@ -245,7 +256,7 @@ impl<'t> TurnState<'t> {
                     })
                 })
                 .collect();
-            let local = index.search_counted(q, &local_opts, eligibility, Some(semantic));
+            let local = index.search_counted(q, &local_opts, eligibility, Some(semantic), trace);
             let answers: Answers = jobs
                 .into_iter()
                 .map(|j| {
@@ -550,6 +561,7 @@ impl<'t> TurnState<'t> {
         turn: &Turn,
         guard: bool,
         search_ms: f64,
+        mut trace: Option<&mut Trace>,
     ) -> Retrieval {
         let t = Instant::now();
         let ro = &engine.render;
@@ -566,17 +578,21 @@ impl<'t> TurnState<'t> {
             }
         });
         for c in self.cands {
-            if let Some(g) = &guard
-                && !match c.remote {
+            if let Some(g) = &guard {
+                let verdict = match c.remote {
                     None => {
                         g.check_hay(&index.guard_hay(&c.hit.path, &c.hit.name, &c.hit.description))
                     }
                     Some(_) => g.check(&c.hit.name, &c.hit.description),
+                };
+                let passed = verdict.passed;
+                if let Some(t) = trace.as_deref_mut() {
+                    t.guard.push((c.hit.qualified_id.clone(), verdict));
                 }
-                .passed
-            {
-                off_topic.push(c.hit.qualified_id.clone());
-                continue;
+                if !passed {
+                    off_topic.push(c.hit.qualified_id.clone());
+                    continue;
+                }
             }
             let dir = &c.hit.skill_dir;
             let skill_dir = (!dir.as_os_str().is_empty()).then(|| dir.clone());

@@ -181,6 +181,7 @@ pub(super) fn skill_search(
         turn,
         false,
         &|_| Ok(Vec::new()),
+        None,
     ) {
         Ok(r) if r.text.is_empty() => (miss_reply(query), Some(r)),
         Ok(r) if detail == Detail::Catalog => (catalogue(query, &r, engine.counter()), Some(r)),
