@@ -871,7 +871,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 }
                 None => {
                     out.line(&format!(
-                        "no model: retrieval is lexical (looked in {}; see `skillsearch models add`, or set embedding_base_url)",
+                        "no model: retrieval is lexical (looked in {}; see `skillsearch models add` and the source tree's scripts/install-model, or set embedding_base_url)",
                         skillsearch_core::retrieve::embed::models_dir(&home).display()
                     ))?;
                     Ok(EXIT_NO_HITS)

