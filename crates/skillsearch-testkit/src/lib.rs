@@ -2,11 +2,13 @@
 //! for the model, embeddings and hub endpoints ([`Fake`]), a temporary home and skill library
 //! ([`Env`]), skill files ([`write_skill`]), golden files ([`golden`]) and zip bundles
 //! ([`zip_of`]), the means to test file-system faults ([`sys`]: FIFOs, read-only homes, a small
-//! full file system, operations that must not hang), and a real daemon to fault ([`daemon`]).
+//! full file system, operations that must not hang), a real daemon to fault ([`daemon`]), and a
+//! real PostgreSQL for the hub store ([`pg`]).
 
 pub mod daemon;
 mod fake;
 mod files;
+pub mod pg;
 pub mod sys;
 
 pub use fake::{

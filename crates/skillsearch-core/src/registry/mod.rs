@@ -5,6 +5,7 @@
 //! Ranking is not here: the server ranks with the engine, as local search does, and asks the
 //! registry for the records of the hits.
 
+pub mod pg;
 pub mod scan;
 pub mod store;
 

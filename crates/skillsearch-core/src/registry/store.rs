@@ -41,6 +41,10 @@ pub enum StoreError {
     Conflict(String),
     #[error("{0}")]
     NotFound(String),
+    /// The database behind a [`PgStore`](super::pg::PgStore) failed or cannot be reached (the
+    /// message names it, never with its password).
+    #[error("{0}")]
+    Database(String),
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -110,27 +114,39 @@ struct TokenFile {
     created: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct LiveMarker {
-    version: String,
-    sha256: String,
+/// The `.published.json` of a served tree: which version it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LiveMarker {
+    pub(crate) version: String,
+    pub(crate) sha256: String,
+}
+
+/// What [`validate`] made of an archive: the repacked bundle that is stored and served.
+#[derive(Debug, Clone)]
+pub(crate) struct Validated {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) zip: Vec<u8>,
+    pub(crate) sha256: String,
+    pub(crate) skipped: Vec<String>,
 }
 
 /// See the module documentation.
 #[derive(Debug)]
 pub struct Store {
     dir: PathBuf,
+    tree: LiveTree,
     /// Publishes, yanks and deletes one at a time (one server per store directory).
     writer: Mutex<()>,
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -146,7 +162,7 @@ pub fn valid_name(name: &str) -> bool {
         && !name.contains("--")
 }
 
-fn valid_version(v: &str) -> bool {
+pub(crate) fn valid_version(v: &str) -> bool {
     (1..=64).contains(&v.len())
         && v.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+' | b'_'))
@@ -163,9 +179,10 @@ impl Store {
         }
         let store = Store {
             dir: dir.to_path_buf(),
+            tree: LiveTree::new(dir.join("live"), dir.join("tmp")),
             writer: Mutex::new(()),
         };
-        store.clear_tmp();
+        store.tree.clear_tmp();
         store.reconcile()?;
         Ok(store)
     }
@@ -177,19 +194,6 @@ impl Store {
 
     pub fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    fn clear_tmp(&self) {
-        if let Ok(rd) = std::fs::read_dir(self.dir.join("tmp")) {
-            for e in rd.flatten() {
-                let _ =
-                    std::fs::remove_dir_all(e.path()).or_else(|_| std::fs::remove_file(e.path()));
-            }
-        }
-    }
-
-    fn staging(&self) -> PathBuf {
-        self.dir.join("tmp").join(bundle::random_hex(16))
     }
 
     fn history_path(&self, name: &str) -> PathBuf {
@@ -236,41 +240,14 @@ impl Store {
     /// Validates and stores `archive` (a zip of one skill tree) as a new version, then serves
     /// it. See the module documentation for what is refused.
     pub fn publish(&self, archive: &[u8]) -> Result<Published, StoreError> {
-        if archive.len() > MAX_PUBLISH_BYTES {
-            return Err(StoreError::Rejected(format!(
-                "the archive is {} bytes, over the {MAX_PUBLISH_BYTES} a publish may send",
-                archive.len()
-            )));
-        }
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let stage = self.staging();
-        let result = self.publish_staged(archive, &stage);
-        let _ = std::fs::remove_dir_all(&stage);
-        result
-    }
-
-    fn publish_staged(&self, archive: &[u8], stage: &Path) -> Result<Published, StoreError> {
-        std::fs::create_dir_all(stage).map_err(|e| io(stage, e))?;
-        let tree = stage.join("tree");
-        let diagnostics = bundle::extract(archive, &tree, "publish", &Limits::default()).map_err(
-            |e| match e {
-                CoreError::BundleInvalid { message, .. } => StoreError::Rejected(message),
-                CoreError::BundleTooLarge { limit, .. } => StoreError::Rejected(format!(
-                    "the archive inflates past {limit} bytes, the most a skill may hold"
-                )),
-                CoreError::Io { path, source } => StoreError::Io { path, source },
-                other => StoreError::Rejected(other.to_string()),
-            },
-        )?;
-        let skipped: Vec<String> = diagnostics.iter().map(|d| d.message.clone()).collect();
-        let (name, version) = check_skill(&tree)?;
-        // Repacked from the validated tree: what is stored and served is what was checked.
-        let record = super::build(&name, &tree.join(SKILL_FILE)).ok_or_else(|| {
-            StoreError::Rejected(format!("`{SKILL_FILE}` could not be read back"))
-        })?;
-        let zip = super::pack(&record).map_err(|e| StoreError::Rejected(e.to_string()))?;
-        let sha = hex(&Sha256::digest(&zip));
-        let version = version.unwrap_or_else(|| format!("sha-{}", &sha[..12]));
+        let Validated {
+            name,
+            version,
+            zip,
+            sha256: sha,
+            skipped,
+        } = validate(archive, &self.dir.join("tmp"))?;
         let mut history = self.versions(&name)?;
         if let Some(v) = history.iter().find(|v| v.version == version) {
             if v.sha256 == sha && !v.yanked {
@@ -302,7 +279,7 @@ impl Store {
             size: zip.len() as u64,
         });
         self.save_history(&name, &history)?;
-        self.go_live(&name, Some((&version, &sha, &zip)))?;
+        self.tree.go_live(&name, Some((&version, &sha, &zip)))?;
         Ok(Published {
             name,
             version,
@@ -335,9 +312,9 @@ impl Store {
         if history.is_empty() {
             return Err(StoreError::NotFound(format!("no published skill `{name}`")));
         }
-        self.go_live(name, None)?;
+        self.tree.go_live(name, None)?;
         let vdir = self.dir.join("versions").join(name);
-        let aside = self.staging();
+        let aside = self.tree.staging();
         std::fs::rename(&vdir, &aside).map_err(|e| io(&vdir, e))?;
         let _ = std::fs::remove_dir_all(&aside);
         Ok(history.len())
@@ -346,7 +323,7 @@ impl Store {
     /// Serves the current version of `name` per `history`.
     fn serve_current(&self, name: &str, history: &[Version]) -> Result<(), StoreError> {
         match history.iter().rev().find(|v| !v.yanked) {
-            None => self.go_live(name, None),
+            None => self.tree.go_live(name, None),
             Some(v) => {
                 let zpath = self
                     .dir
@@ -354,54 +331,9 @@ impl Store {
                     .join(name)
                     .join(format!("{}.zip", v.version));
                 let zip = std::fs::read(&zpath).map_err(|e| io(&zpath, e))?;
-                self.go_live(name, Some((&v.version, &v.sha256, &zip)))
+                self.tree.go_live(name, Some((&v.version, &v.sha256, &zip)))
             }
         }
-    }
-
-    /// Makes `live/<name>` the tree of `zip` (or removes it), in one rename.
-    fn go_live(&self, name: &str, to: Option<(&str, &str, &[u8])>) -> Result<(), StoreError> {
-        let live = self.live().join(name);
-        let Some((version, sha, zip)) = to else {
-            if std::fs::symlink_metadata(&live).is_ok() {
-                let aside = self.staging();
-                std::fs::rename(&live, &aside).map_err(|e| io(&live, e))?;
-                let _ = std::fs::remove_dir_all(&aside);
-            }
-            return Ok(());
-        };
-        let stage = self.staging();
-        let tree = stage.join(name);
-        bundle::extract(zip, &tree, name, &Limits::default())
-            .map_err(|e| StoreError::Rejected(e.to_string()))?;
-        let marker = serde_json::to_vec(&LiveMarker {
-            version: version.to_owned(),
-            sha256: sha.to_owned(),
-        })
-        .unwrap_or_default();
-        let mpath = tree.join(".published.json");
-        std::fs::write(&mpath, marker).map_err(|e| io(&mpath, e))?;
-        let swapped = if std::fs::symlink_metadata(&live).is_ok() {
-            rustix::fs::renameat_with(
-                rustix::fs::CWD,
-                &tree,
-                rustix::fs::CWD,
-                &live,
-                rustix::fs::RenameFlags::EXCHANGE,
-            )
-            .map_err(std::io::Error::from)
-            .or_else(|_| {
-                // No atomic exchange on this file system: move the old tree aside first (the
-                // skill is absent for that moment, never half there).
-                let aside = stage.join("old");
-                std::fs::rename(&live, &aside)?;
-                std::fs::rename(&tree, &live)
-            })
-        } else {
-            std::fs::rename(&tree, &live)
-        };
-        let _ = std::fs::remove_dir_all(&stage);
-        swapped.map_err(|e| io(&live, e))
     }
 
     /// After a crash between recording a version and serving it: serves what the history says.
@@ -409,10 +341,7 @@ impl Store {
         for name in self.names()? {
             let history = self.versions(&name)?;
             let want = history.iter().rev().find(|v| !v.yanked);
-            let marker = self.live().join(&name).join(".published.json");
-            let have: Option<LiveMarker> = std::fs::read(&marker)
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok());
+            let have = self.tree.served(&name);
             let same = match (want, &have) {
                 (None, None) => !self.live().join(&name).exists(),
                 (Some(w), Some(h)) => w.sha256 == h.sha256,
@@ -466,6 +395,153 @@ impl Store {
             .map(|mut d| d.next().is_some())
             .unwrap_or(false)
     }
+}
+
+/// A directory of served skill trees (`live/<name>/`, each with its `.published.json`) and the
+/// staging directory beside it (same file system) where a tree is built before it is renamed
+/// into place. Both stores serve through one.
+#[derive(Debug)]
+pub(crate) struct LiveTree {
+    live: PathBuf,
+    tmp: PathBuf,
+}
+
+impl LiveTree {
+    pub(crate) fn new(live: PathBuf, tmp: PathBuf) -> LiveTree {
+        LiveTree { live, tmp }
+    }
+
+    pub(crate) fn live(&self) -> &Path {
+        &self.live
+    }
+
+    pub(crate) fn staging(&self) -> PathBuf {
+        self.tmp.join(bundle::random_hex(16))
+    }
+
+    /// Removes what an interrupted run left in the staging directory.
+    pub(crate) fn clear_tmp(&self) {
+        if let Ok(rd) = std::fs::read_dir(&self.tmp) {
+            for e in rd.flatten() {
+                let _ =
+                    std::fs::remove_dir_all(e.path()).or_else(|_| std::fs::remove_file(e.path()));
+            }
+        }
+    }
+
+    /// What `live/<name>` serves, per its marker (`None`: nothing, or no readable marker).
+    pub(crate) fn served(&self, name: &str) -> Option<LiveMarker> {
+        let marker = self.live.join(name).join(".published.json");
+        std::fs::read(&marker)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+
+    /// The names of the served trees (any entry of `live/` that is a skill name), sorted.
+    pub(crate) fn names(&self) -> Result<Vec<String>, StoreError> {
+        let mut out: Vec<String> = std::fs::read_dir(&self.live)
+            .map_err(|e| io(&self.live, e))?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .filter(|n| valid_name(n))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// Makes `live/<name>` the tree of `zip` (or removes it), in one rename.
+    pub(crate) fn go_live(
+        &self,
+        name: &str,
+        to: Option<(&str, &str, &[u8])>,
+    ) -> Result<(), StoreError> {
+        let live = self.live.join(name);
+        let Some((version, sha, zip)) = to else {
+            if std::fs::symlink_metadata(&live).is_ok() {
+                let aside = self.staging();
+                std::fs::rename(&live, &aside).map_err(|e| io(&live, e))?;
+                let _ = std::fs::remove_dir_all(&aside);
+            }
+            return Ok(());
+        };
+        let stage = self.staging();
+        let tree = stage.join(name);
+        bundle::extract(zip, &tree, name, &Limits::default())
+            .map_err(|e| StoreError::Rejected(e.to_string()))?;
+        let marker = serde_json::to_vec(&LiveMarker {
+            version: version.to_owned(),
+            sha256: sha.to_owned(),
+        })
+        .unwrap_or_default();
+        let mpath = tree.join(".published.json");
+        std::fs::write(&mpath, marker).map_err(|e| io(&mpath, e))?;
+        let swapped = if std::fs::symlink_metadata(&live).is_ok() {
+            rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &tree,
+                rustix::fs::CWD,
+                &live,
+                rustix::fs::RenameFlags::EXCHANGE,
+            )
+            .map_err(std::io::Error::from)
+            .or_else(|_| {
+                // No atomic exchange on this file system: move the old tree aside first (the
+                // skill is absent for that moment, never half there).
+                let aside = stage.join("old");
+                std::fs::rename(&live, &aside)?;
+                std::fs::rename(&tree, &live)
+            })
+        } else {
+            std::fs::rename(&tree, &live)
+        };
+        let _ = std::fs::remove_dir_all(&stage);
+        swapped.map_err(|e| io(&live, e))
+    }
+}
+
+/// Checks `archive` as a publish must (size, the client's extractor and its limits, the
+/// `SKILL.md` rules of [`check_skill`]) and repacks the checked tree, staging under `tmp`
+/// (removed before returning). The version is the declared one, or `sha-` and 12 hex digits.
+pub(crate) fn validate(archive: &[u8], tmp: &Path) -> Result<Validated, StoreError> {
+    if archive.len() > MAX_PUBLISH_BYTES {
+        return Err(StoreError::Rejected(format!(
+            "the archive is {} bytes, over the {MAX_PUBLISH_BYTES} a publish may send",
+            archive.len()
+        )));
+    }
+    let stage = tmp.join(bundle::random_hex(16));
+    let result = validate_staged(archive, &stage);
+    let _ = std::fs::remove_dir_all(&stage);
+    result
+}
+
+fn validate_staged(archive: &[u8], stage: &Path) -> Result<Validated, StoreError> {
+    std::fs::create_dir_all(stage).map_err(|e| io(stage, e))?;
+    let tree = stage.join("tree");
+    let diagnostics =
+        bundle::extract(archive, &tree, "publish", &Limits::default()).map_err(|e| match e {
+            CoreError::BundleInvalid { message, .. } => StoreError::Rejected(message),
+            CoreError::BundleTooLarge { limit, .. } => StoreError::Rejected(format!(
+                "the archive inflates past {limit} bytes, the most a skill may hold"
+            )),
+            CoreError::Io { path, source } => StoreError::Io { path, source },
+            other => StoreError::Rejected(other.to_string()),
+        })?;
+    let skipped: Vec<String> = diagnostics.iter().map(|d| d.message.clone()).collect();
+    let (name, version) = check_skill(&tree)?;
+    // Repacked from the validated tree: what is stored and served is what was checked.
+    let record = super::build(&name, &tree.join(SKILL_FILE))
+        .ok_or_else(|| StoreError::Rejected(format!("`{SKILL_FILE}` could not be read back")))?;
+    let zip = super::pack(&record).map_err(|e| StoreError::Rejected(e.to_string()))?;
+    let sha256 = hex(&Sha256::digest(&zip));
+    let version = version.unwrap_or_else(|| format!("sha-{}", &sha256[..12]));
+    Ok(Validated {
+        name,
+        version,
+        zip,
+        sha256,
+        skipped,
+    })
 }
 
 /// The published name and declared version of the tree at `tree`, or why it is refused.
