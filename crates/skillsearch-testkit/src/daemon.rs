@@ -211,3 +211,74 @@ pub fn request(
     let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
     Ok((status, serde_json::from_str(body).unwrap_or(Value::Null)))
 }
+
+/// An HTTP answer: its status, its head (lower-cased) and its body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub head: String,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    /// The body as JSON (`Null` when it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// The value of header `name` (lower-case), if sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            l.strip_prefix(name)
+                .and_then(|r| r.strip_prefix(':'))
+                .map(str::trim)
+        })
+    }
+}
+
+/// Like [`request`], with extra `headers` (`Name: value` lines without the CRLF) and the whole
+/// answer. A server may answer before it has read a large body (413): a failed write of the
+/// body is not an error then.
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+    limit: Duration,
+) -> std::io::Result<Answer> {
+    let sock: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut s = TcpStream::connect_timeout(&sock, limit)?;
+    s.set_read_timeout(Some(limit))?;
+    s.set_write_timeout(Some(limit))?;
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    s.write_all(head.as_bytes())?;
+    let _ = s.write_all(body);
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    let split = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no HTTP answer"))?;
+    let head = String::from_utf8_lossy(&resp[..split]).to_lowercase();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "no HTTP status"))?;
+    Ok(Answer {
+        status,
+        head,
+        body: resp[split + 4..].to_vec(),
+    })
+}

@@ -384,15 +384,24 @@ enum HubCommand {
         /// Address to listen on (port 0: any free port; the address is printed on stdout)
         #[arg(long, default_value = "127.0.0.1:7078")]
         listen: std::net::SocketAddr,
-        /// File whose first line is the bearer token every API call must carry (without it, reads are open)
+        /// Where published skills are kept: a directory (created when missing), or a PostgreSQL URI (postgres://… or postgresql://…?host=SOCKETDIR) that several replicas share; run `hub migrate` first [default: <home>/hub]
+        #[arg(long, value_name = "DIR|URI")]
+        store: Option<String>,
+        /// File whose first line is a bearer token with the publish scope; with it, every API call must carry a token
         #[arg(long, value_name = "FILE")]
         token_file: Option<PathBuf>,
+        /// Reads (discover, search, read, download) need a token too: one from `hub token create` or --token-file
+        #[arg(long)]
+        require_token: bool,
         /// Discover, search and read calls per client address and minute (0: no limit)
         #[arg(long, default_value_t = 120)]
         rate_read: u32,
         /// Downloads per client address and minute (0: no limit)
         #[arg(long, default_value_t = 30)]
         rate_download: u32,
+        /// Publishes, yanks and deletes per client address and minute (0: no limit)
+        #[arg(long, default_value_t = 30)]
+        rate_publish: u32,
         /// Seconds between looks for added, changed or removed skills where a root cannot be watched (inotify sees changes at once elsewhere)
         #[arg(long, default_value_t = 5.0)]
         refresh_s: f64,
@@ -405,6 +414,70 @@ enum HubCommand {
         /// Milliseconds open requests get to finish after SIGTERM
         #[arg(long, default_value_t = 5_000)]
         shutdown_grace_ms: u64,
+    },
+    /// Publish every skill directory under each PATH (a skill directory holds SKILL.md) to a
+    /// hub; the key (hub_api_key or SKILLSEARCH_HUB_API_KEY) needs the publish scope. A version
+    /// is the frontmatter's `version`, else a digest of the content.
+    Publish {
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        #[command(flatten)]
+        hub: HubArgs,
+        /// One JSON line per skill
+        #[arg(long)]
+        json: bool,
+    },
+    /// The published versions of a skill (the current one, and which are yanked)
+    Versions {
+        name: String,
+        #[command(flatten)]
+        hub: HubArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop serving one version of a published skill; the latest version before it is served again
+    Yank {
+        name: String,
+        version: String,
+        #[command(flatten)]
+        hub: HubArgs,
+    },
+    /// Remove a published skill and every version of it
+    Delete {
+        name: String,
+        #[command(flatten)]
+        hub: HubArgs,
+    },
+    /// Tokens of a hub store (run where the store is reachable)
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Create or upgrade the schema of a PostgreSQL hub store (versioned; running it again changes nothing)
+    Migrate {
+        /// The store's PostgreSQL URI
+        #[arg(long, value_name = "URI")]
+        store: String,
+    },
+}
+
+#[derive(Args, Clone)]
+struct HubArgs {
+    /// The hub's URL; several, comma-separated, are tried in turn [config: hub_endpoint]
+    #[arg(long, value_name = "URL")]
+    hub: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token and print it (once: the store keeps only its SHA-256)
+    Create {
+        /// read (discover, search, read, download when the hub requires a token) or publish (also publish, yank, delete)
+        #[arg(long)]
+        scope: String,
+        /// The hub's store: a directory or a PostgreSQL URI [default: <home>/hub]
+        #[arg(long, value_name = "DIR|URI")]
+        store: Option<String>,
     },
 }
 
@@ -806,9 +879,12 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 HubCommand::Serve {
                     roots,
                     listen,
+                    store,
                     token_file,
+                    require_token,
                     rate_read,
                     rate_download,
+                    rate_publish,
                     refresh_s,
                     max_connections,
                     header_timeout_ms,
@@ -822,7 +898,9 @@ fn dispatch(cli: Cli) -> Result<u8> {
             }
             let opts = crate::hub::HubOptions {
                 addr: listen,
+                store: crate::hub::store_arg(&home, store),
                 token,
+                require_token,
                 limits: crate::serve::Limits {
                     max_connections: max_connections.max(1),
                     header_timeout: Duration::from_millis(header_timeout_ms.max(1)),
@@ -830,9 +908,32 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 },
                 read_per_minute: rate_read,
                 download_per_minute: rate_download,
+                publish_per_minute: rate_publish,
                 refresh_every: Duration::from_secs_f64(refresh_s),
             };
             crate::hub::run(home, s, opts)
+        }
+        Command::Hub { command } => {
+            use crate::hub::HubClientCommand as C;
+            let (hub, cmd) = match command {
+                HubCommand::Serve { .. } => unreachable!("matched above"),
+                HubCommand::Publish { paths, hub, json } => (hub.hub, C::Publish { paths, json }),
+                HubCommand::Versions { name, hub, json } => (hub.hub, C::Versions { name, json }),
+                HubCommand::Yank { name, version, hub } => (hub.hub, C::Yank { name, version }),
+                HubCommand::Delete { name, hub } => (hub.hub, C::Delete { name }),
+                HubCommand::Token {
+                    command: TokenCommand::Create { scope, store },
+                } => (
+                    None,
+                    C::TokenCreate {
+                        scope,
+                        store: crate::hub::store_arg(&home, store),
+                    },
+                ),
+                HubCommand::Migrate { store } => (None, C::Migrate { store }),
+            };
+            let s = settings(&home, cfg, Flags::default().set("hub_endpoint", hub))?;
+            crate::hub::run_client(&home, &s, cmd)
         }
         Command::Config {
             command: ConfigCommand::Import { file },

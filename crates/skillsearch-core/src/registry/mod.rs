@@ -248,6 +248,15 @@ fn build(skill_id: &str, skill_md_path: &Path) -> Option<Record> {
     })
 }
 
+/// The zip `hub publish` sends for the skill directory `dir` (holding `SKILL.md`): packed as a
+/// download is (see [`pack`]), under the directory's own name. `None` when `SKILL.md` cannot
+/// be read as a regular file.
+pub fn pack_dir(dir: &Path) -> Option<Result<Vec<u8>>> {
+    let name = dir.file_name()?.to_string_lossy().into_owned();
+    let record = build(&name, &dir.join(corpus::bundle::SKILL_FILE))?;
+    Some(pack(&record))
+}
+
 /// The zip a download returns: every file the scan listed (regular, visible, no links) under
 /// `<last part of skill_id>/`, with fixed timestamps so the same tree packs to the same bytes.
 /// A file over [`MAX_BUNDLE_FILE_BYTES`] or a tree over [`MAX_BUNDLE_BYTES`] is an error (the

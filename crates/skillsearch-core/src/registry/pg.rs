@@ -61,6 +61,61 @@ const MIGRATIONS: &[&str] = &[
      );",
 ];
 
+/// A connection to `config` whose schema is the one this build reads and writes (otherwise the
+/// error says what to do).
+fn checked_client(config: &postgres::Config, shown: &str) -> Result<Client, StoreError> {
+    let mut client = connect(config, shown)?;
+    let have = schema_version(&mut client)
+        .map_err(|e| StoreError::Database(format!("hub store at {shown}: {}", describe(&e))))?;
+    if have < SCHEMA_VERSION {
+        return Err(StoreError::Database(format!(
+            "the hub store at {shown} has schema version {have}, this skillsearch needs {SCHEMA_VERSION}: run `skillsearch hub migrate --store {shown}`"
+        )));
+    }
+    if have > SCHEMA_VERSION {
+        return Err(StoreError::Database(format!(
+            "the hub store at {shown} has schema version {have}, newer than this skillsearch knows ({SCHEMA_VERSION}); upgrade skillsearch"
+        )));
+    }
+    Ok(client)
+}
+
+/// A new token, its id and the SHA-256 that is stored.
+fn new_token() -> Result<(String, String, String), StoreError> {
+    let mut secret = [0u8; 24];
+    getrandom::fill(&mut secret)
+        .map_err(|e| StoreError::Database(format!("no system randomness: {e}")))?;
+    let id = crate::corpus::bundle::random_hex(12);
+    let token = format!("skh_{id}_{}", hex(&secret));
+    let sha = hex(&Sha256::digest(token.as_bytes()));
+    Ok((token, id, sha))
+}
+
+fn insert_token(c: &mut Client, id: &str, scope: Scope, sha: &str) -> Result<(), postgres::Error> {
+    let scope_text = match scope {
+        Scope::Read => "read",
+        Scope::Publish => "publish",
+    };
+    let mut tx = c.transaction()?;
+    tx.execute(
+        "INSERT INTO tokens (id, scope, sha256, created) VALUES ($1, $2, $3, $4)",
+        &[&id, &scope_text, &sha, &(now() as i64)],
+    )?;
+    tx.execute("SELECT pg_notify($1, '')", &[&CHANNEL])?;
+    tx.commit()
+}
+
+/// Creates a token of `scope` in the store at `uri` without syncing any tree (`hub token
+/// create --store URI`); returns it (shown once).
+pub fn create_token_at(uri: &str, scope: Scope) -> Result<String, StoreError> {
+    let shown = redact_uri(uri);
+    let mut client = checked_client(&parse_uri(uri)?, &shown)?;
+    let (token, id, sha) = new_token()?;
+    insert_token(&mut client, &id, scope, &sha)
+        .map_err(|e| StoreError::Database(format!("hub store at {shown}: {}", describe(&e))))?;
+    Ok(token)
+}
+
 /// The schema version this build reads and writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
@@ -275,21 +330,7 @@ impl PgStore {
     }
 
     fn new_client(&self) -> Result<Client, StoreError> {
-        let mut client = connect(&self.config, &self.shown)?;
-        let have = schema_version(&mut client).map_err(|e| self.db_error(&e))?;
-        if have < SCHEMA_VERSION {
-            return Err(StoreError::Database(format!(
-                "the hub store at {} has schema version {have}, this skillsearch needs {SCHEMA_VERSION}: run `skillsearch hub migrate --store {}`",
-                self.shown, self.shown
-            )));
-        }
-        if have > SCHEMA_VERSION {
-            return Err(StoreError::Database(format!(
-                "the hub store at {} has schema version {have}, newer than this skillsearch knows ({SCHEMA_VERSION}); upgrade skillsearch",
-                self.shown
-            )));
-        }
-        Ok(client)
+        checked_client(&self.config, &self.shown)
     }
 
     fn db_error(&self, e: &postgres::Error) -> StoreError {
@@ -547,25 +588,8 @@ impl PgStore {
 
     /// Creates a token of `scope`; returns it (shown once: only its digest is kept).
     pub fn create_token(&self, scope: Scope) -> Result<String, StoreError> {
-        let mut secret = [0u8; 24];
-        getrandom::fill(&mut secret)
-            .map_err(|e| StoreError::Database(format!("no system randomness: {e}")))?;
-        let id = crate::corpus::bundle::random_hex(12);
-        let token = format!("skh_{id}_{}", hex(&secret));
-        let sha = hex(&Sha256::digest(token.as_bytes()));
-        let scope_text = match scope {
-            Scope::Read => "read",
-            Scope::Publish => "publish",
-        };
-        self.with_client(|c| {
-            let mut tx = c.transaction()?;
-            tx.execute(
-                "INSERT INTO tokens (id, scope, sha256, created) VALUES ($1, $2, $3, $4)",
-                &[&id, &scope_text, &sha, &(now() as i64)],
-            )?;
-            tx.execute("SELECT pg_notify($1, '')", &[&CHANNEL])?;
-            tx.commit()
-        })?;
+        let (token, id, sha) = new_token()?;
+        self.with_client(|c| insert_token(c, &id, scope, &sha))?;
         self.tokens
             .write()
             .unwrap_or_else(|p| p.into_inner())

@@ -102,8 +102,8 @@ pub struct Published {
     pub version: String,
     /// False when this exact version was already published with the same content.
     pub created: bool,
-    /// Entries of the archive that were not stored (a suffix a bundle may not carry, a file
-    /// over the size limit), each with why.
+    /// Entries of the archive that were not stored (a suffix clients never install), each
+    /// with why.
     pub skipped: Vec<String>,
 }
 
@@ -527,7 +527,22 @@ fn validate_staged(archive: &[u8], stage: &Path) -> Result<Validated, StoreError
             CoreError::Io { path, source } => StoreError::Io { path, source },
             other => StoreError::Rejected(other.to_string()),
         })?;
-    let skipped: Vec<String> = diagnostics.iter().map(|d| d.message.clone()).collect();
+    // A file too large to serve would leave the skill without it: the publish is refused, not
+    // shortened. A suffix clients never install is only reported.
+    if let Some(d) = diagnostics
+        .iter()
+        .find(|d| d.code == "bundle-entry-too-large")
+    {
+        return Err(StoreError::Rejected(format!(
+            "`{}` is too large to serve: {}; leave it out or make it smaller",
+            d.path.display(),
+            d.message
+        )));
+    }
+    let skipped: Vec<String> = diagnostics
+        .iter()
+        .map(|d| format!("{}: {}", d.path.display(), d.message))
+        .collect();
     let (name, version) = check_skill(&tree)?;
     // Repacked from the validated tree: what is stored and served is what was checked.
     let record = super::build(&name, &tree.join(SKILL_FILE))

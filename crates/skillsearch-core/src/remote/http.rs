@@ -50,6 +50,7 @@ pub(crate) enum Failure {
 }
 
 /// What a call sends.
+#[derive(Clone, Copy)]
 pub(crate) enum Request<'a> {
     /// `GET` with these query parameters, accepting `accept`.
     Get {
@@ -58,6 +59,13 @@ pub(crate) enum Request<'a> {
     },
     /// `POST` of this JSON, accepting JSON.
     PostJson(&'a Value),
+    /// `POST` of these bytes with this content type, accepting JSON (a hub publish or yank).
+    PostBytes {
+        content_type: &'a str,
+        body: &'a [u8],
+    },
+    /// `DELETE`, accepting JSON.
+    Delete,
 }
 
 impl Endpoint {
@@ -122,6 +130,18 @@ impl Endpoint {
         self.breaker.check().map_err(Failure::Refused)?;
         let url = self.url(path);
         let bearer = (!self.key.is_empty()).then(|| format!("Bearer {}", self.key.expose()));
+        let with_headers = |mut req: ureq::RequestBuilder<ureq::typestate::WithBody>| {
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            if let Some(b) = &bearer {
+                req = req.header("Authorization", b);
+            }
+            req.header("Accept", "application/json")
+                .config()
+                .timeout_global(Some(budget))
+                .build()
+        };
         let result = match request {
             Request::Get { query, accept } => {
                 let mut req = self.agent.get(&url).header("Accept", accept);
@@ -136,22 +156,24 @@ impl Endpoint {
                 }
                 req.config().timeout_global(Some(budget)).build().call()
             }
-            Request::PostJson(body) => {
-                let mut req = self
-                    .agent
+            Request::PostJson(body) => with_headers(
+                self.agent
                     .post(&url)
-                    .header("Content-Type", "application/json")
-                    .header("Accept", "application/json");
+                    .header("Content-Type", "application/json"),
+            )
+            .send(body.to_string()),
+            Request::PostBytes { content_type, body } => {
+                with_headers(self.agent.post(&url).header("Content-Type", content_type)).send(body)
+            }
+            Request::Delete => {
+                let mut req = self.agent.delete(&url).header("Accept", "application/json");
                 for (k, v) in headers {
                     req = req.header(*k, *v);
                 }
                 if let Some(b) = &bearer {
                     req = req.header("Authorization", b);
                 }
-                req.config()
-                    .timeout_global(Some(budget))
-                    .build()
-                    .send(body.to_string())
+                req.config().timeout_global(Some(budget)).build().call()
             }
         };
         result

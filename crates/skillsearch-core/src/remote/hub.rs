@@ -235,6 +235,14 @@ pub fn open_envelope(op: &str, status: u16, body: &[u8]) -> Result<Value> {
     Ok(obj.get("result").cloned().unwrap_or(Value::Null))
 }
 
+/// A GET with `query`, accepting JSON or a zip.
+fn get<'a>(query: &'a [(&'a str, &'a str)]) -> Request<'a> {
+    Request::Get {
+        query,
+        accept: "application/json, application/zip",
+    }
+}
+
 /// Percent-encodes one path segment.
 fn path_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -300,7 +308,7 @@ impl HubClient {
         &self,
         op: &str,
         path: &str,
-        query: &[(&str, &str)],
+        request: Request<'_>,
         step: Duration,
         deadline: Instant,
         max_bytes: u64,
@@ -317,7 +325,7 @@ impl HubClient {
             let left = until.saturating_duration_since(now);
             // An equal share of what is left for this try and each one after it.
             let budget = left / (n - k) as u32;
-            match self.call_one(&self.endpoints[i], op, path, query, budget, max_bytes) {
+            match self.call_one(&self.endpoints[i], op, path, request, budget, max_bytes) {
                 Ok(a) if a.status < 500 || k + 1 == n => {
                     self.preferred.store(i, Ordering::Relaxed);
                     return Ok(a);
@@ -342,13 +350,13 @@ impl HubClient {
         })
     }
 
-    /// One GET to one replica within `budget`.
+    /// One call to one replica within `budget`.
     fn call_one(
         &self,
         endpoint: &Endpoint,
         op: &str,
         path: &str,
-        query: &[(&str, &str)],
+        request: Request<'_>,
         budget: Duration,
         max_bytes: u64,
     ) -> Result<Answer> {
@@ -363,10 +371,7 @@ impl HubClient {
         let request_id = bundle::random_hex(32);
         let sent = endpoint.send(
             path,
-            Request::Get {
-                query,
-                accept: "application/json, application/zip",
-            },
+            request,
             &[("X-Request-ID", &request_id)],
             budget,
             max_bytes,
@@ -401,7 +406,7 @@ impl HubClient {
         let a = self.call(
             "search",
             "/openapi/v1/skills",
-            &[("q", query), ("limit", &limit)],
+            get(&[("q", query), ("limit", &limit)]),
             self.timeout,
             deadline,
             MAX_JSON_BYTES,
@@ -423,7 +428,7 @@ impl HubClient {
         let a = self.call(
             &op,
             &format!("/openapi/v1/skills/{}", path_segment(id)),
-            &[],
+            get(&[]),
             self.timeout,
             deadline,
             MAX_JSON_BYTES,
@@ -457,7 +462,7 @@ impl HubClient {
         let a = self.call(
             &op,
             &format!("/openapi/v1/skills/{}/download", path_segment(id)),
-            &[("source", DOWNLOAD_SOURCE)],
+            get(&[("source", DOWNLOAD_SOURCE)]),
             self.download_timeout,
             deadline,
             MAX_ARCHIVE_BYTES,
@@ -468,6 +473,75 @@ impl HubClient {
             // Errors come enveloped; `open_envelope` turns a non-2xx status into `HubStatus`.
             open_envelope(&op, a.status, &a.body).map(|_| Vec::new())
         }
+    }
+
+    /// Publishes `archive` (a zip of one skill tree) to the hub: `result` names the skill and
+    /// its version (`created` false when that exact content was already published). Needs a
+    /// key with the publish scope. A call that failed on one replica is tried on the next
+    /// (publishing the same content twice is not a second version).
+    pub fn publish(&self, archive: &[u8], deadline: Instant) -> Result<Value> {
+        let op = "publish";
+        let a = self.call(
+            op,
+            "/openapi/v1/skills",
+            Request::PostBytes {
+                content_type: "application/zip",
+                body: archive,
+            },
+            self.download_timeout,
+            deadline,
+            MAX_JSON_BYTES,
+        )?;
+        open_envelope(op, a.status, &a.body)
+    }
+
+    /// Every version of the published skill `name` (`result.versions`, publish order).
+    pub fn versions(&self, name: &str, deadline: Instant) -> Result<Value> {
+        let op = format!("versions of `{name}`");
+        let a = self.call(
+            &op,
+            &format!("/openapi/v1/skills/{}/versions", path_segment(name)),
+            get(&[]),
+            self.timeout,
+            deadline,
+            MAX_JSON_BYTES,
+        )?;
+        open_envelope(&op, a.status, &a.body)
+    }
+
+    /// Yanks `version` of `name`: no longer served; the version before it is served again.
+    pub fn yank(&self, name: &str, version: &str, deadline: Instant) -> Result<Value> {
+        let op = format!("yank `{name}` {version}");
+        let a = self.call(
+            &op,
+            &format!(
+                "/openapi/v1/skills/{}/versions/{}/yank",
+                path_segment(name),
+                path_segment(version)
+            ),
+            Request::PostBytes {
+                content_type: "application/json",
+                body: b"{}",
+            },
+            self.timeout,
+            deadline,
+            MAX_JSON_BYTES,
+        )?;
+        open_envelope(&op, a.status, &a.body)
+    }
+
+    /// Deletes the published skill `name` and every version of it.
+    pub fn delete(&self, name: &str, deadline: Instant) -> Result<Value> {
+        let op = format!("delete `{name}`");
+        let a = self.call(
+            &op,
+            &format!("/openapi/v1/skills/{}", path_segment(name)),
+            Request::Delete,
+            self.timeout,
+            deadline,
+            MAX_JSON_BYTES,
+        )?;
+        open_envelope(&op, a.status, &a.body)
     }
 
     /// Makes a skill's bundle available on disk: from the cache, or downloaded and safely

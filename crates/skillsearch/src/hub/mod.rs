@@ -1,8 +1,10 @@
 //! `skillsearch hub serve`: the SkillHub API (reference §1.3d) over this engine, so that a
-//! team's `hub_endpoint` points at skills it keeps itself. The store is the index of the
-//! configured skill roots (an embedded store: no other process); ranking is the engine's, as in
-//! local search (hybrid where a sentence model is installed); records, scores and bundles come
-//! from [`skillsearch_core::registry`].
+//! team's `hub_endpoint` points at skills it keeps itself. It serves the skills published to its
+//! store (`--store`, an embedded store under the home by default: no other process) and those of
+//! the configured skill roots, all in one index; ranking is the engine's, as in local search
+//! (hybrid where a sentence model is installed); records, scores and bundles come from
+//! [`skillsearch_core::registry`]. Publishing is in [`publish`]; the client commands (`hub
+//! publish`, `yank`, `delete`, `versions`, `token create`) in [`client`].
 //!
 //! Routes (every JSON answer in the envelope `{error, requestId, status, result}`, success being
 //! `status` 0 with `error` "ok"; `X-Request-ID` echoed):
@@ -11,11 +13,29 @@
 //! - `GET /openapi/v1/skills/{id}` — the record (`id`: the UUID or the `skill_id`);
 //! - `GET /openapi/v1/skills/{id}/download?source=` — the raw zip, `source` one of raven, everme,
 //!   cli, web;
-//! - `GET /health` — `{"status":"ok"}`.
+//! - `GET /health` — `{"status":"ok"}`;
+//! - publishing (a token with the publish scope): `POST /openapi/v1/skills` (the zip),
+//!   `GET /openapi/v1/skills/{name}/versions`, `POST /openapi/v1/skills/{name}/versions/{v}/yank`,
+//!   `DELETE /openapi/v1/skills/{name}` (see [`publish`]).
 //!
-//! Errors: 60001 (404), 60002 (400; a bad `source` is 422), 60003 (503, the bundle could not be
-//! built), 60005 (429 with `Retry-After`), 20001 (500). Rate limits per client address and
-//! minute: discover, search and read share one budget (120), downloads have their own (30).
+//! Errors: 60001 (404), 60002 (400, a bad parameter; 401, a missing or unknown token; a bad
+//! `source` is 422), 60003 (503, the bundle could not be built), 60005 (429 with `Retry-After`),
+//! 60006 (403, the token's scope does not allow the call), 60007 (409, the version exists with
+//! other content), 60008 (422 or 413, the published archive is refused; the message says why),
+//! 20001 (500). Rate limits per client address and minute: discover, search and read share one
+//! budget (120), downloads have their own (30), and so do publishes, yanks and deletes (30).
+//!
+//! Reads are open unless the server runs with `--require-token` (or `--token-file`): then every
+//! call carries a token of the store (`hub token create`) or the file's. Writes always need the
+//! publish scope.
+
+mod client;
+mod publish;
+mod store;
+
+pub(crate) use client::{HubClientCommand, run_client};
+use store::HubStore;
+pub(crate) use store::store_arg;
 
 use crate::serve::Limits;
 use crate::serve::watch::{Current, Reopen, watch};
@@ -29,6 +49,7 @@ use serde_json::{Value, json};
 use skillsearch_core::config::Settings;
 use skillsearch_core::corpus::bundle::random_hex;
 use skillsearch_core::index::Refresh;
+use skillsearch_core::registry::store::Scope;
 use skillsearch_core::registry::{self, Record, Registry};
 use skillsearch_core::{EligibilityEnv, Engine, Error as CoreError};
 use std::collections::HashMap;
@@ -46,13 +67,20 @@ const SEARCH_POOL: usize = 500;
 #[derive(Debug, Clone)]
 pub(crate) struct HubOptions {
     pub addr: SocketAddr,
-    /// Bearer token every API request must carry (`None`: reads are open).
+    /// The store published skills go to: a directory (created when missing) or a PostgreSQL
+    /// URI.
+    pub store: String,
+    /// A token with the publish scope besides the store's own (`--token-file`).
     pub token: Option<String>,
+    /// Reads need a token too (always so with `token`).
+    pub require_token: bool,
     pub limits: Limits,
     /// Discover, search and read calls per client address and minute.
     pub read_per_minute: u32,
     /// Downloads per client address and minute.
     pub download_per_minute: u32,
+    /// Publishes, yanks and deletes per client address and minute.
+    pub publish_per_minute: u32,
     /// How often the index looks for changed skills where a root cannot be watched.
     pub refresh_every: Duration,
 }
@@ -62,7 +90,10 @@ struct App {
     /// The index answering now; the watcher swaps in a rebuilt one when it must.
     current: Arc<Current>,
     registry: Registry,
+    store: HubStore,
+    /// See [`HubOptions::token`].
     token: Option<String>,
+    require_token: bool,
     rate: RateLimiter,
     eligibility: EligibilityEnv,
     /// One permit per core: searches beyond that wait their turn in arrival order instead of
@@ -72,19 +103,30 @@ struct App {
 
 /// Runs the hub server until SIGINT/SIGTERM.
 pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result<u8> {
-    if settings.skills.is_empty() {
+    let store = HubStore::open(&home, &opts.store)?;
+    // Published skills first: a configured skill of the same name is shadowed by the published
+    // one, as the first root wins a collision.
+    let roots = skillsearch_core::corpus::Roots::explicit(
+        std::iter::once(store.live()).chain(settings.skills.iter().cloned()),
+    );
+    let live = store.live();
+    if roots.0.iter().skip(1).any(|r| live.starts_with(&r.path)) {
         bail!(
-            "hub serve needs the skills it serves: give --skills DIR (repeatable) or set skills in config.toml"
+            "the hub store's tree {} is inside a skill root; give --store a directory outside every --skills root",
+            live.display()
         );
     }
-    let roots = crate::context::roots_of(&settings)?;
     let index = Arc::new(crate::context::open_index_held(
         &home,
         &roots,
         Refresh::Always,
     )?);
-    if !opts.addr.ip().is_loopback() && opts.token.is_none() {
-        tracing::warn!(target: "hub", addr = %opts.addr, "serving off loopback without a token: anyone who reaches this address can read every skill");
+    let require_token = opts.require_token || opts.token.is_some();
+    if !opts.addr.ip().is_loopback() && !require_token {
+        tracing::warn!(target: "hub", addr = %opts.addr, "serving off loopback with open reads: anyone who reaches this address can read every skill (--require-token closes them)");
+    }
+    if opts.token.is_none() && !store.has_tokens() {
+        tracing::info!(target: "hub", store = %store.shown(), "no publish token yet: `skillsearch hub token create --scope publish` makes one");
     }
     let engine = Engine::new(&settings, &home);
     let _embedding =
@@ -104,12 +146,31 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result
         });
         watch(&current, opts.refresh_every.as_millis() as u64, reopen);
     }
+    {
+        // A database store: what other replicas publish reaches this one's tree on their
+        // notification (or the catch-up); the index is refreshed at once rather than on the
+        // watcher's next look.
+        let weak = Arc::downgrade(&current);
+        store.follow(opts.refresh_every.max(Duration::from_secs(1)), move || {
+            if let Some(c) = weak.upgrade()
+                && let Err(e) = c.get().refresh(&|_| {})
+            {
+                tracing::warn!(target: "hub", error = %e, "index not refreshed after a sync; the watcher will retry");
+            }
+        });
+    }
     let app = Arc::new(App {
         engine,
         current,
         registry: Registry::new(),
+        store,
         token: opts.token.clone(),
-        rate: RateLimiter::new(opts.read_per_minute, opts.download_per_minute),
+        require_token,
+        rate: RateLimiter::new(
+            opts.read_per_minute,
+            opts.download_per_minute,
+            opts.publish_per_minute,
+        ),
         eligibility: EligibilityEnv::allow_all(),
         runners: tokio::sync::Semaphore::new(
             std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -140,13 +201,26 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result
 }
 
 fn router(app: Arc<App>) -> Router {
+    use axum::routing::post;
     Router::new()
-        .route("/openapi/v1/skills", get(h_discover))
+        .route(
+            "/openapi/v1/skills",
+            get(h_discover).post(publish::h_publish),
+        )
         .route("/openapi/v1/skills/search", get(h_search))
-        .route("/openapi/v1/skills/{id}", get(h_read))
+        .route(
+            "/openapi/v1/skills/{id}",
+            get(h_read).delete(publish::h_delete),
+        )
         .route("/openapi/v1/skills/{id}/download", get(h_download))
+        .route("/openapi/v1/skills/{id}/versions", get(publish::h_versions))
+        .route(
+            "/openapi/v1/skills/{id}/versions/{version}/yank",
+            post(publish::h_yank),
+        )
         .route("/health", get(h_health))
         .fallback(h_fallback)
+        .method_not_allowed_fallback(h_method)
         .with_state(app)
 }
 
@@ -240,22 +314,25 @@ fn fail(rid: &str, f: Fail) -> Response {
 enum Bucket {
     Read,
     Download,
+    Publish,
 }
 
 /// Fixed one-minute windows per client address and bucket.
 struct RateLimiter {
     read: u32,
     download: u32,
+    publish: u32,
     windows: Mutex<HashMap<(IpAddr, Bucket), (Instant, u32)>>,
 }
 
 const WINDOW: Duration = Duration::from_secs(60);
 
 impl RateLimiter {
-    fn new(read: u32, download: u32) -> RateLimiter {
+    fn new(read: u32, download: u32, publish: u32) -> RateLimiter {
         RateLimiter {
             read,
             download,
+            publish,
             windows: Mutex::new(HashMap::new()),
         }
     }
@@ -265,6 +342,7 @@ impl RateLimiter {
         let limit = match bucket {
             Bucket::Read => self.read,
             Bucket::Download => self.download,
+            Bucket::Publish => self.publish,
         };
         if limit == 0 {
             return Ok(());
@@ -287,21 +365,65 @@ impl RateLimiter {
     }
 }
 
-/// Checks the token and the rate limit of one API call.
-fn admit(app: &App, headers: &HeaderMap, peer: SocketAddr, bucket: Bucket) -> Result<(), Fail> {
-    if let Some(want) = &app.token {
-        let got = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        if !crate::serve::constant_time_eq(got.as_bytes(), want.as_bytes()) {
-            return Err(Fail {
-                http: StatusCode::UNAUTHORIZED,
-                code: 60002,
-                message: "missing or wrong bearer token".into(),
-                retry_after: None,
-            });
+/// The scope of the call's bearer token: `None` without one; 401 for a token this hub does not
+/// know.
+fn caller(app: &App, headers: &HeaderMap) -> Result<Option<Scope>, Fail> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let unknown = || Fail {
+        http: StatusCode::UNAUTHORIZED,
+        code: 60002,
+        message: "missing or wrong bearer token".into(),
+        retry_after: None,
+    };
+    let got = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(unknown)?;
+    if let Some(want) = &app.token
+        && crate::serve::constant_time_eq(got.as_bytes(), want.as_bytes())
+    {
+        return Ok(Some(Scope::Publish));
+    }
+    app.store.token_scope(got).map(Some).ok_or_else(unknown)
+}
+
+/// Checks the token (reads: only with `--require-token`; writes: always, with the publish
+/// scope) and the rate limit of one API call.
+fn admit(
+    app: &App,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+    bucket: Bucket,
+    need: Scope,
+) -> Result<(), Fail> {
+    if need == Scope::Publish || app.require_token {
+        match caller(app, headers)? {
+            None => {
+                return Err(Fail {
+                    http: StatusCode::UNAUTHORIZED,
+                    code: 60002,
+                    message: if need == Scope::Publish {
+                        "missing or wrong bearer token: publishing needs a token with the publish scope (`skillsearch hub token create --scope publish` on the hub's machine)".into()
+                    } else {
+                        "missing or wrong bearer token".into()
+                    },
+                    retry_after: None,
+                });
+            }
+            Some(scope) if !scope.allows(need) => {
+                return Err(Fail {
+                    http: StatusCode::FORBIDDEN,
+                    code: 60006,
+                    message: "this token has the read scope; publishing, yanking and deleting need a token created with --scope publish".into(),
+                    retry_after: None,
+                });
+            }
+            Some(_) => {}
         }
     }
     app.rate.take(peer.ip(), bucket).map_err(|secs| Fail {
@@ -387,7 +509,7 @@ async fn h_discover(
     let q = query_map(raw.as_deref());
     let rid = request_id(&headers);
     let run = || -> Result<Value, Fail> {
-        admit(&app, &headers, peer, Bucket::Read)?;
+        admit(&app, &headers, peer, Bucket::Read, Scope::Read)?;
         let query = param(&q, "q")
             .ok_or_else(|| Fail::bad("`q` is required".into()))?
             .to_owned();
@@ -421,7 +543,7 @@ async fn h_search(
 ) -> Response {
     let q = query_map(raw.as_deref());
     let rid = request_id(&headers);
-    if let Err(f) = admit(&app, &headers, peer, Bucket::Read) {
+    if let Err(f) = admit(&app, &headers, peer, Bucket::Read, Scope::Read) {
         return fail(&rid, f);
     }
     let parsed = (|| -> Result<_, Fail> {
@@ -493,7 +615,7 @@ async fn h_read(
     UrlPath(id): UrlPath<String>,
 ) -> Response {
     let rid = request_id(&headers);
-    if let Err(f) = admit(&app, &headers, peer, Bucket::Read) {
+    if let Err(f) = admit(&app, &headers, peer, Bucket::Read, Scope::Read) {
         return fail(&rid, f);
     }
     let runners = app.clone();
@@ -514,7 +636,7 @@ async fn h_download(
 ) -> Response {
     let q = query_map(raw.as_deref());
     let rid = request_id(&headers);
-    if let Err(f) = admit(&app, &headers, peer, Bucket::Download) {
+    if let Err(f) = admit(&app, &headers, peer, Bucket::Download, Scope::Read) {
         return fail(&rid, f);
     }
     let source = param(&q, "source").unwrap_or_default().to_owned();
@@ -580,6 +702,18 @@ async fn h_health() -> Response {
     axum::Json(json!({"status": "ok"})).into_response()
 }
 
+async fn h_method(headers: HeaderMap) -> Response {
+    fail(
+        &request_id(&headers),
+        Fail {
+            http: StatusCode::METHOD_NOT_ALLOWED,
+            code: 60002,
+            message: "this route does not take that method".into(),
+            retry_after: None,
+        },
+    )
+}
+
 async fn h_fallback(headers: HeaderMap) -> Response {
     fail(
         &request_id(&headers),
@@ -593,7 +727,7 @@ mod tests {
 
     #[test]
     fn each_client_gets_its_own_budget_per_bucket() {
-        let r = RateLimiter::new(2, 1);
+        let r = RateLimiter::new(2, 1, 1);
         let a: IpAddr = "127.0.0.1".parse().unwrap();
         let b: IpAddr = "127.0.0.2".parse().unwrap();
         assert!(r.take(a, Bucket::Read).is_ok() && r.take(a, Bucket::Read).is_ok());
@@ -606,7 +740,7 @@ mod tests {
         assert!(r.take(a, Bucket::Download).is_ok());
         assert!(r.take(a, Bucket::Download).is_err());
         assert!(
-            RateLimiter::new(0, 0).take(a, Bucket::Read).is_ok(),
+            RateLimiter::new(0, 0, 0).take(a, Bucket::Read).is_ok(),
             "0: no limit"
         );
     }
