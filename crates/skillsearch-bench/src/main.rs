@@ -37,7 +37,7 @@ struct Cli {
 enum Command {
     /// Build a synthetic corpus of N skills from a real one (idempotent)
     Corpus {
-        /// The real corpus: directories each holding a SKILL.md
+        /// The real corpus: every skill (a directory holding SKILL.md) below it, at any depth
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
         /// Where `s000000/SKILL.md`... are written

@@ -98,11 +98,17 @@ fn skill_dir(out: &Path, i: usize) -> PathBuf {
 
 /// Reads the usable source skills, in byte order of their directory names.
 fn load_sources(from: &Path) -> Result<(Vec<Source>, usize, usize)> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(from)
-        .with_context(|| format!("cannot list {}", from.display()))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
+    if !from.is_dir() {
+        bail!("cannot list {}: not a directory", from.display());
+    }
+    // Every skill below `from`, at any depth (the 64K pool nests its sources), in id order.
+    let (files, _) =
+        skillsearch_core::corpus::discover(&skillsearch_core::corpus::Roots::explicit([
+            from.to_path_buf()
+        ]));
+    let mut dirs: Vec<PathBuf> = files
+        .iter()
+        .filter_map(|f| f.path.parent().map(Path::to_path_buf))
         .collect();
     dirs.sort();
     let (mut sources, mut non_utf8, mut missing) = (Vec::new(), 0, 0);
