@@ -180,36 +180,15 @@ pub fn request(
     body: &[u8],
     limit: Duration,
 ) -> std::io::Result<(u16, Value)> {
-    let sock: std::net::SocketAddr = addr
-        .parse()
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let mut s = TcpStream::connect_timeout(&sock, limit)?;
-    s.set_read_timeout(Some(limit))?;
-    s.set_write_timeout(Some(limit))?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp)?;
-    let text = String::from_utf8_lossy(&resp);
-    let status: u16 = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!(
-                    "no HTTP status in {:?}",
-                    text.chars().take(80).collect::<String>()
-                ),
-            )
-        })?;
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
-    Ok((status, serde_json::from_str(body).unwrap_or(Value::Null)))
+    let a = http(
+        addr,
+        method,
+        path,
+        &["Content-Type: application/json"],
+        body,
+        limit,
+    )?;
+    Ok((a.status, a.json()))
 }
 
 /// An HTTP answer: its status, its head (lower-cased) and its body.
@@ -236,9 +215,9 @@ impl Answer {
     }
 }
 
-/// Like [`request`], with extra `headers` (`Name: value` lines without the CRLF) and the whole
-/// answer. A server may answer before it has read a large body (413): a failed write of the
-/// body is not an error then.
+/// One HTTP/1.1 request like [`request`], with extra `headers` (`Name: value` lines without the
+/// CRLF), answering the whole [`Answer`]. A server may answer before it has read a large body
+/// (413): a failed write of the body is not an error when an answer came.
 pub fn http(
     addr: &str,
     method: &str,
@@ -263,9 +242,15 @@ pub fn http(
         body.len()
     ));
     s.write_all(head.as_bytes())?;
-    let _ = s.write_all(body);
+    let wrote = s.write_all(body);
     let mut resp = Vec::new();
-    let _ = s.read_to_end(&mut resp);
+    if let Err(e) = s.read_to_end(&mut resp) {
+        // After a refused body the server's close may reset the connection: what arrived
+        // before counts. Otherwise a failed read is the error.
+        if wrote.is_ok() || resp.is_empty() {
+            return Err(wrote.err().unwrap_or(e));
+        }
+    }
     let split = resp
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

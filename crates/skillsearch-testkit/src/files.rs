@@ -41,15 +41,21 @@ impl Env {
     /// The binary `bin` (a test's `env!("CARGO_BIN_EXE_…")`) with `--home <home>`, and no
     /// `SKILLSEARCH_*` variable of the test's own environment.
     pub fn command(&self, bin: impl AsRef<OsStr>) -> Command {
-        let mut c = Command::new(bin);
-        c.arg("--home").arg(&self.home);
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("SKILLSEARCH_") {
-                c.env_remove(k);
-            }
-        }
-        c
+        command(bin, &self.home)
     }
+}
+
+/// The binary `bin` with `--home <home>`, and no `SKILLSEARCH_*` variable of the test's own
+/// environment.
+pub fn command(bin: impl AsRef<OsStr>, home: &Path) -> Command {
+    let mut c = Command::new(bin);
+    c.arg("--home").arg(home);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("SKILLSEARCH_") {
+            c.env_remove(k);
+        }
+    }
+    c
 }
 
 impl Default for Env {

@@ -15,4 +15,6 @@ pub use fake::{
     BOW_DIM, Fake, Reply, Req, Responder, bag_of_words, bow_reply, chat_reply, dead_base,
     dead_openai_base, hub_ok, vectors, zip_reply,
 };
-pub use files::{Env, golden, golden_file, write_file, write_skill, write_titled_skill, zip_of};
+pub use files::{
+    Env, command, golden, golden_file, write_file, write_skill, write_titled_skill, zip_of,
+};

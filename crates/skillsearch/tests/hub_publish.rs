@@ -6,11 +6,11 @@
 use serde_json::Value;
 use skillsearch_core::{HubClient, HubSettings};
 use skillsearch_testkit::daemon::{Daemon, http};
-use skillsearch_testkit::{write_file, write_skill, zip_of};
+use skillsearch_testkit::{command, write_file, write_skill, zip_of};
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_skillsearch");
@@ -59,13 +59,7 @@ impl Hub {
 
     /// `skillsearch <args>` with its own home, no SKILLSEARCH_* but the given key.
     fn cli_with_key(&self, key: Option<&str>, args: &[&str]) -> Output {
-        let mut c = Command::new(BIN);
-        c.arg("--home").arg(self.tmp.path().join("client-home"));
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("SKILLSEARCH_") {
-                c.env_remove(k);
-            }
-        }
+        let mut c = command(BIN, &self.tmp.path().join("client-home"));
         if let Some(k) = key {
             c.env("SKILLSEARCH_HUB_API_KEY", k);
         }

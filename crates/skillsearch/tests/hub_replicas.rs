@@ -7,10 +7,10 @@
 use skillsearch_core::{HubClient, HubSettings};
 use skillsearch_testkit::daemon::{Daemon, http};
 use skillsearch_testkit::pg::Postgres;
-use skillsearch_testkit::write_file;
+use skillsearch_testkit::{command, write_file};
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -18,13 +18,7 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_skillsearch");
 
 fn cli(home: &Path, key: Option<&str>, args: &[&str]) -> Output {
-    let mut c = Command::new(BIN);
-    c.arg("--home").arg(home);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("SKILLSEARCH_") {
-            c.env_remove(k);
-        }
-    }
+    let mut c = command(BIN, home);
     if let Some(k) = key {
         c.env("SKILLSEARCH_HUB_API_KEY", k);
     }

@@ -114,27 +114,40 @@ def test_plugin_dir_hook_and_mcp_server(tmp_path):
     e2e.assert_searched(fm, tool)
 
 
-def test_a_skill_served_by_a_team_hub_reaches_the_turn(tmp_path):
-    """Issue 23: a skill only a team's `skillsearch hub serve` holds reaches a real Claude Code
-    turn: hub → the hook's hub client (`SKILLSEARCH_HUB_ENDPOINT`) → the injected block."""
+def test_a_skill_published_to_a_team_hub_reaches_the_turn(tmp_path):
+    """Issue 23: a skill published to a team's `skillsearch hub serve` (and held nowhere else)
+    reaches a real Claude Code turn: `hub token create` → `hub publish` → the hub's store → the
+    hook's hub client (`SKILLSEARCH_HUB_ENDPOINT`) → the injected block."""
     ws = e2e.workspace(tmp_path)
     e2e.host_bin("CLAUDE_BIN")
     team = tmp_path / "team-skills"
     team.mkdir()
     (ws.skills / "quarterly-decks").rename(team / "quarterly-decks")
+    hub_home = tmp_path / "hub-home"
+    token = subprocess.run(
+        [ws.binary, "--home", str(hub_home), "hub", "token", "create", "--scope", "publish"],
+        env=ws.env(), capture_output=True, text=True, check=True,
+    ).stdout.strip()
     hub = subprocess.Popen(
-        [ws.binary, "--home", str(tmp_path / "hub-home"), "hub", "serve", "--listen", "127.0.0.1:0",
-         "--skills", str(team)],
+        [ws.binary, "--home", str(hub_home), "hub", "serve", "--listen", "127.0.0.1:0"],
         env=ws.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     try:
         base = json.loads(hub.stdout.readline())["listening"]
+        published = subprocess.run(
+            [ws.binary, "--home", str(tmp_path / "publisher"), "hub", "publish", str(team),
+             "--hub", base],
+            env={**ws.env(), "SKILLSEARCH_HUB_API_KEY": token}, capture_output=True, text=True,
+        )
+        assert published.returncode == 0, published.stderr
+        assert "published quarterly-decks" in published.stdout, published.stdout
         ws.setup(HOST, "auto")
         with FakeModel(tools=[("skill_search", {"query": QUERY})]) as fm:
             turn(ws, fm, QUERY, "hub-auto", SKILLSEARCH_HUB_ENDPOINT=base)
         e2e.assert_injected(fm)
         first = e2e.text_of(fm.model_requests()[0]["body"])
         assert "[hub/" in first, "the skill came from the hub, not the local roots"
+        assert token not in first
     finally:
         hub.kill()
         hub.wait()

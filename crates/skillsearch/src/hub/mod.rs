@@ -608,23 +608,34 @@ async fn h_search(
     answer(&rid, res)
 }
 
+/// One JSON call: admitted (token `need`, `bucket`'s rate limit), then `f` on a runner, its
+/// result in the envelope.
+async fn guarded(
+    app: Arc<App>,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+    bucket: Bucket,
+    need: Scope,
+    f: impl FnOnce(&App) -> Result<Value, Fail> + Send + 'static,
+) -> Response {
+    let rid = request_id(headers);
+    if let Err(e) = admit(&app, headers, peer, bucket, need) {
+        return fail(&rid, e);
+    }
+    let a = app.clone();
+    answer(&rid, blocking(&app, move || f(&a)).await)
+}
+
 async fn h_read(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    let rid = request_id(&headers);
-    if let Err(f) = admit(&app, &headers, peer, Bucket::Read, Scope::Read) {
-        return fail(&rid, f);
-    }
-    let runners = app.clone();
-    let res = blocking(&runners, move || {
-        let r = record(&app, &id)?;
-        Ok(r.full())
+    guarded(app, &headers, peer, Bucket::Read, Scope::Read, move |app| {
+        Ok(record(app, &id)?.full())
     })
-    .await;
-    answer(&rid, res)
+    .await
 }
 
 async fn h_download(

@@ -4,7 +4,7 @@
 //! finds it. A refused publish stores nothing and says why (60008); a version that exists with
 //! other content is 60007.
 
-use super::{App, Bucket, Fail, admit, answer, blocking, fail, request_id};
+use super::{App, Bucket, Fail, admit, answer, blocking, fail, guarded, request_id};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -131,21 +131,15 @@ pub(super) async fn h_versions(
     headers: HeaderMap,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    let rid = request_id(&headers);
-    if let Err(f) = admit(&app, &headers, peer, Bucket::Read, Scope::Read) {
-        return fail(&rid, f);
-    }
-    let runners = app.clone();
-    let res = blocking(&runners, move || {
-        let name = published_name(&app, &id);
+    guarded(app, &headers, peer, Bucket::Read, Scope::Read, move |app| {
+        let name = published_name(app, &id);
         let history = app.store.versions(&name).map_err(store_fail)?;
         if history.is_empty() {
             return Err(Fail::not_found(format!("no published skill `{id}`")));
         }
         Ok(json!({"name": name, "current": current(&history), "versions": history}))
     })
-    .await;
-    answer(&rid, res)
+    .await
 }
 
 pub(super) async fn h_yank(
@@ -154,21 +148,22 @@ pub(super) async fn h_yank(
     headers: HeaderMap,
     UrlPath((id, version)): UrlPath<(String, String)>,
 ) -> Response {
-    let rid = request_id(&headers);
-    if let Err(f) = admit(&app, &headers, peer, Bucket::Publish, Scope::Publish) {
-        return fail(&rid, f);
-    }
-    let runners = app.clone();
-    let res = blocking(&runners, move || {
-        let name = published_name(&app, &id);
-        let yanked = app.store.yank(&name, &version).map_err(store_fail)?;
-        refresh(&app);
-        let history = app.store.versions(&name).map_err(store_fail)?;
-        tracing::info!(target: "hub", skill = %name, version = %yanked.version, "yanked");
-        Ok(json!({"name": name, "yanked": yanked.version, "current": current(&history)}))
-    })
-    .await;
-    answer(&rid, res)
+    guarded(
+        app,
+        &headers,
+        peer,
+        Bucket::Publish,
+        Scope::Publish,
+        move |app| {
+            let name = published_name(app, &id);
+            let yanked = app.store.yank(&name, &version).map_err(store_fail)?;
+            refresh(app);
+            let history = app.store.versions(&name).map_err(store_fail)?;
+            tracing::info!(target: "hub", skill = %name, version = %yanked.version, "yanked");
+            Ok(json!({"name": name, "yanked": yanked.version, "current": current(&history)}))
+        },
+    )
+    .await
 }
 
 pub(super) async fn h_delete(
@@ -177,18 +172,19 @@ pub(super) async fn h_delete(
     headers: HeaderMap,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    let rid = request_id(&headers);
-    if let Err(f) = admit(&app, &headers, peer, Bucket::Publish, Scope::Publish) {
-        return fail(&rid, f);
-    }
-    let runners = app.clone();
-    let res = blocking(&runners, move || {
-        let name = published_name(&app, &id);
-        let n = app.store.delete(&name).map_err(store_fail)?;
-        refresh(&app);
-        tracing::info!(target: "hub", skill = %name, versions = n, "deleted");
-        Ok(json!({"name": name, "deleted_versions": n}))
-    })
-    .await;
-    answer(&rid, res)
+    guarded(
+        app,
+        &headers,
+        peer,
+        Bucket::Publish,
+        Scope::Publish,
+        move |app| {
+            let name = published_name(app, &id);
+            let n = app.store.delete(&name).map_err(store_fail)?;
+            refresh(app);
+            tracing::info!(target: "hub", skill = %name, versions = n, "deleted");
+            Ok(json!({"name": name, "deleted_versions": n}))
+        },
+    )
+    .await
 }
