@@ -236,6 +236,38 @@ impl Postgres {
         self.running = true;
     }
 
+    /// Freezes the server (SIGSTOP to the postmaster and its backends): connections stay open
+    /// and nothing answers, as with a database host that hangs. [`Postgres::thaw`] resumes it.
+    pub fn freeze(&self) {
+        self.signal_all("STOP");
+    }
+
+    /// Resumes a frozen server (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal_all("CONT");
+    }
+
+    fn signal_all(&self, sig: &str) {
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
+        let pid = pid_file.lines().next().unwrap().trim().to_owned();
+        let children = std::process::Command::new("pgrep")
+            .args(["-P", &pid])
+            .output()
+            .unwrap();
+        let mut pids = vec![pid];
+        pids.extend(
+            String::from_utf8_lossy(&children.stdout)
+                .split_whitespace()
+                .map(str::to_owned),
+        );
+        let st = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .args(&pids)
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill -{sig} {pids:?}");
+    }
+
     /// Stops the server (`fast`: open connections are cut, as in a restart under load).
     pub fn stop(&mut self) {
         self.stop_with("fast");
@@ -269,6 +301,10 @@ impl Postgres {
 impl Drop for Postgres {
     fn drop(&mut self) {
         if self.running {
+            // A test that failed while the server was frozen: resume it so it can stop.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.thaw())).is_err() {
+                eprintln!("pg: could not resume the server before stopping it");
+            }
             let data = self.data();
             let _ = self.run(
                 "pg_ctl",

@@ -162,16 +162,54 @@ fn two_replicas_over_one_database_publish_fail_over_and_ride_out_the_database() 
     assert!(n > 20, "only {n} calls");
     assert_eq!(errors.load(Ordering::Relaxed), 0, "{n} calls");
 
+    // The database frozen (it accepts nothing and answers nothing): a publish through B hangs
+    // on the store, and B's searches keep answering meanwhile.
+    pg.freeze();
+    let zip = skillsearch_core::registry::pack_dir(&team.join("rotate-creds"))
+        .unwrap()
+        .unwrap();
+    let auth = format!("Authorization: Bearer {token}");
+    let hung = {
+        let (addr, zip, auth) = (b.addr.clone(), zip.clone(), auth.clone());
+        std::thread::spawn(move || {
+            http(
+                &addr,
+                "POST",
+                "/openapi/v1/skills",
+                &[&auth],
+                &zip,
+                Duration::from_secs(120),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..5 {
+        let t = Instant::now();
+        assert_eq!(
+            found(&base_b, &cache, "rotate database credentials"),
+            ["rotate-creds"]
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "a search waited {:?} behind a hung write",
+            t.elapsed()
+        );
+    }
+    pg.thaw();
+    let r = hung.join().unwrap().unwrap();
+    assert!(
+        matches!(r.status, 200 | 201 | 503),
+        "the write that hung ends with an answer: {} {:?}",
+        r.status,
+        r.json()
+    );
+
     // The database stopped: B keeps answering reads; a publish is 503 60009 with Retry-After.
     pg.stop();
     assert_eq!(
         found(&base_b, &cache, "rotate database credentials"),
         ["rotate-creds"]
     );
-    let zip = skillsearch_core::registry::pack_dir(&team.join("rotate-creds"))
-        .unwrap()
-        .unwrap();
-    let auth = format!("Authorization: Bearer {token}");
     let r = http(
         &b.addr,
         "POST",

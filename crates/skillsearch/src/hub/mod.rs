@@ -99,6 +99,9 @@ struct App {
     /// One permit per core: searches beyond that wait their turn in arrival order instead of
     /// running all at once (which only adds memory and stretches every answer).
     runners: tokio::sync::Semaphore,
+    /// Writes (publish, yank, delete) run one at a time on a permit of their own: a store that
+    /// hangs (a frozen database) holds up the writes, never the searches.
+    writers: tokio::sync::Semaphore,
 }
 
 /// Runs the hub server until SIGINT/SIGTERM.
@@ -172,6 +175,7 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result
             opts.publish_per_minute,
         ),
         eligibility: EligibilityEnv::allow_all(),
+        writers: tokio::sync::Semaphore::new(1),
         runners: tokio::sync::Semaphore::new(
             std::thread::available_parallelism().map_or(2, |n| n.get()),
         ),
@@ -489,6 +493,34 @@ fn record(app: &App, id: &str) -> Result<Arc<Record>, Fail> {
         .ok_or_else(|| Fail::not_found(format!("no skill `{id}`")))
 }
 
+/// How long a write waits for the one before it before it is answered "busy".
+const WRITE_WAIT: Duration = Duration::from_secs(30);
+
+/// Runs the write `f` on the blocking pool once the writer permit is free (at most
+/// [`WRITE_WAIT`]; then 503 60009).
+async fn blocking_write<T: Send + 'static>(
+    app: &App,
+    f: impl FnOnce() -> Result<T, Fail> + Send + 'static,
+) -> Result<T, Fail> {
+    let _permit = match tokio::time::timeout(WRITE_WAIT, app.writers.acquire()).await {
+        Ok(p) => p.map_err(Fail::internal)?,
+        Err(_) => {
+            return Err(Fail {
+                http: StatusCode::SERVICE_UNAVAILABLE,
+                code: 60009,
+                message: format!(
+                    "the write before this one has not finished in {} s (is the store's database answering?); retry shortly",
+                    WRITE_WAIT.as_secs()
+                ),
+                retry_after: Some(5),
+            });
+        }
+    };
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(Fail::internal(e)))
+}
+
 /// Runs `f` on the blocking pool once one of `app`'s runners is free.
 async fn blocking<T: Send + 'static>(
     app: &App,
@@ -623,7 +655,12 @@ async fn guarded(
         return fail(&rid, e);
     }
     let a = app.clone();
-    answer(&rid, blocking(&app, move || f(&a)).await)
+    let res = if need == Scope::Publish {
+        blocking_write(&app, move || f(&a)).await
+    } else {
+        blocking(&app, move || f(&a)).await
+    };
+    answer(&rid, res)
 }
 
 async fn h_read(

@@ -4,7 +4,7 @@
 //! finds it. A refused publish stores nothing and says why (60008); a version that exists with
 //! other content is 60007.
 
-use super::{App, Bucket, Fail, admit, answer, blocking, fail, guarded, request_id};
+use super::{App, Bucket, Fail, admit, answer, blocking_write, fail, guarded, request_id};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -42,10 +42,22 @@ fn store_fail(e: StoreError) -> Fail {
 }
 
 /// Brings the index in step with the store after a write, so the answer means "visible now".
-/// The watcher would see the change too, a moment later; a failure here is left to it.
+/// When the watcher is refreshing at that moment (it holds the index's writer), this waits for
+/// it and looks again: its pass may have started before the write. The watcher would see the
+/// change too, a moment later; a failure here is left to it.
 fn refresh(app: &App) {
-    if let Err(e) = app.current.get().refresh(&|_| {}) {
-        tracing::warn!(target: "hub", error = %e, "index not refreshed after a write; the watcher will retry");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match app.current.get().refresh(&|_| {}) {
+            Ok(r) if r.locked && std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(target: "hub", error = %e, "index not refreshed after a write; the watcher will retry");
+                return;
+            }
+        }
     }
 }
 
@@ -99,8 +111,8 @@ pub(super) async fn h_publish(
             );
         }
     };
-    let runners = app.clone();
-    let res = blocking(&runners, move || {
+    let writer = app.clone();
+    let res = blocking_write(&writer, move || {
         let p = app.store.publish(&bytes).map_err(store_fail)?;
         if p.created {
             refresh(&app);
