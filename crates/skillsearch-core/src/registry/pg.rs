@@ -17,7 +17,8 @@
 //! (`skillsearch hub migrate --store URI`).
 
 use super::store::{
-    LiveTree, Published, Scope, StoreError, Validated, Version, hex, now, valid_name, validate,
+    LiveTree, Published, Scope, StoreError, Validated, Version, hex, now, republished, valid_name,
+    validate,
 };
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
@@ -431,22 +432,7 @@ impl PgStore {
             Ok(Some((row.get::<_, String>(0), row.get::<_, bool>(1))))
         })?;
         if let Some((sha, yanked)) = existing {
-            if sha == sha256 && !yanked {
-                return Ok(Published {
-                    name,
-                    version,
-                    created: false,
-                    skipped,
-                });
-            }
-            return Err(StoreError::Conflict(format!(
-                "`{name}` version `{version}` is already published{}; publish a new version (set `version` in the frontmatter)",
-                if yanked {
-                    " (and yanked)"
-                } else {
-                    " with other content"
-                }
-            )));
+            return republished(name, version, skipped, &sha256, (&sha, yanked));
         }
         self.sync_after_write();
         Ok(Published {

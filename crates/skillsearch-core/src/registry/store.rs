@@ -162,6 +162,18 @@ pub fn valid_name(name: &str) -> bool {
         && !name.contains("--")
 }
 
+/// The entries of `dir` that are skill names, sorted.
+fn skill_names_in(dir: &Path) -> Result<Vec<String>, StoreError> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| io(dir, e))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|n| valid_name(n))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
 pub(crate) fn valid_version(v: &str) -> bool {
     (1..=64).contains(&v.len())
         && v.bytes()
@@ -226,15 +238,7 @@ impl Store {
 
     /// The published skills' names, sorted.
     pub fn names(&self) -> Result<Vec<String>, StoreError> {
-        let d = self.dir.join("versions");
-        let mut out: Vec<String> = std::fs::read_dir(&d)
-            .map_err(|e| io(&d, e))?
-            .flatten()
-            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-            .filter(|n| valid_name(n))
-            .collect();
-        out.sort();
-        Ok(out)
+        skill_names_in(&self.dir.join("versions"))
     }
 
     /// Validates and stores `archive` (a zip of one skill tree) as a new version, then serves
@@ -250,22 +254,7 @@ impl Store {
         } = validate(archive, &self.dir.join("tmp"))?;
         let mut history = self.versions(&name)?;
         if let Some(v) = history.iter().find(|v| v.version == version) {
-            if v.sha256 == sha && !v.yanked {
-                return Ok(Published {
-                    name,
-                    version,
-                    created: false,
-                    skipped,
-                });
-            }
-            return Err(StoreError::Conflict(format!(
-                "`{name}` version `{version}` is already published{}; publish a new version (set `version` in the frontmatter)",
-                if v.yanked {
-                    " (and yanked)"
-                } else {
-                    " with other content"
-                }
-            )));
+            return republished(name, version, skipped, &sha, (&v.sha256, v.yanked));
         }
         let vdir = self.dir.join("versions").join(&name);
         std::fs::create_dir_all(&vdir).map_err(|e| io(&vdir, e))?;
@@ -439,14 +428,7 @@ impl LiveTree {
 
     /// The names of the served trees (any entry of `live/` that is a skill name), sorted.
     pub(crate) fn names(&self) -> Result<Vec<String>, StoreError> {
-        let mut out: Vec<String> = std::fs::read_dir(&self.live)
-            .map_err(|e| io(&self.live, e))?
-            .flatten()
-            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-            .filter(|n| valid_name(n))
-            .collect();
-        out.sort();
-        Ok(out)
+        skill_names_in(&self.live)
     }
 
     /// Makes `live/<name>` the tree of `zip` (or removes it), in one rename.
@@ -497,6 +479,35 @@ impl LiveTree {
         let _ = std::fs::remove_dir_all(&stage);
         swapped.map_err(|e| io(&live, e))
     }
+}
+
+/// A publish of a version that exists, stored with digest and yanked state `existing`: the
+/// same content again is not a new version (`created: false`); other content, or a yanked
+/// version, is a conflict.
+pub(crate) fn republished(
+    name: String,
+    version: String,
+    skipped: Vec<String>,
+    sha256: &str,
+    existing: (&str, bool),
+) -> Result<Published, StoreError> {
+    let (had, yanked) = existing;
+    if had == sha256 && !yanked {
+        return Ok(Published {
+            name,
+            version,
+            created: false,
+            skipped,
+        });
+    }
+    Err(StoreError::Conflict(format!(
+        "`{name}` version `{version}` is already published{}; publish a new version (set `version` in the frontmatter)",
+        if yanked {
+            " (and yanked)"
+        } else {
+            " with other content"
+        }
+    )))
 }
 
 /// Checks `archive` as a publish must (size, the client's extractor and its limits, the
