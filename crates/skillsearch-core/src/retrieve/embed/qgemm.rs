@@ -108,6 +108,9 @@ impl QLinear {
     }
 
     /// Each row as `groups·4` bytes `round(x/s)+128` (padding 128, i.e. zero), and its scale.
+    /// Written as lane-wise loops without bounds checks or saturating casts, so they vectorise:
+    /// a code is rounded by adding `1.5·2²³` (the float's low mantissa byte is then the
+    /// nearest integer, ties to even) instead of `round() as i32`.
     #[inline(always)]
     fn quantise_rows(&self, x: &[f32], rows: usize, s: &mut Scratch) {
         assert_eq!(x.len(), rows * self.n_in, "input shape");
@@ -115,19 +118,21 @@ impl QLinear {
         s.codes.clear();
         s.codes.resize(rows * width, 128);
         s.scales.clear();
-        for (r, row) in x.chunks_exact(self.n_in).enumerate() {
-            let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+        for (row, codes) in x
+            .chunks_exact(self.n_in)
+            .zip(s.codes.chunks_exact_mut(width))
+        {
+            let amax = abs_max(row);
             let (scale, inv) = if amax > 0.0 && amax.is_finite() {
                 (amax / 127.0, 127.0 / amax)
             } else {
                 (0.0, 0.0)
             };
             s.scales.push(scale);
-            for (c, v) in s.codes[r * width..r * width + self.n_in]
-                .iter_mut()
-                .zip(row)
-            {
-                *c = ((v * inv).round().clamp(-127.0, 127.0) as i32 + 128) as u8;
+            // |v·inv| ≤ 127, so v·inv + 128 lies in [1, 255]: its rounded value is one byte.
+            const ROUND: f32 = 12_582_912.0; // 1.5 · 2^23
+            for (c, v) in codes.iter_mut().zip(row) {
+                *c = (v * inv + (128.0 + ROUND)).to_bits() as u8;
             }
         }
     }
@@ -157,16 +162,37 @@ impl QLinear {
     fn finish(&self, rows: usize, s: &Scratch, y: &mut [f32]) {
         assert_eq!(y.len(), rows * self.n_out, "output shape");
         let cols = self.blocks * LANES;
-        for r in 0..rows {
-            let sr = s.scales[r];
-            let sums = &s.sums[r * cols..r * cols + self.n_out];
-            let out = &mut y[r * self.n_out..(r + 1) * self.n_out];
-            for j in 0..self.n_out {
-                let exact = sums[j] - 128 * self.colsum[j];
-                out[j] = exact as f32 * (sr * self.scale[j]) + self.bias[j];
+        let (colsum, scale, bias) = (
+            &self.colsum[..self.n_out],
+            &self.scale[..self.n_out],
+            &self.bias[..self.n_out],
+        );
+        for ((out, sums), sr) in y
+            .chunks_exact_mut(self.n_out)
+            .zip(s.sums.chunks_exact(cols))
+            .zip(&s.scales)
+        {
+            for ((((o, sum), c), sc), b) in
+                out.iter_mut().zip(sums).zip(colsum).zip(scale).zip(bias)
+            {
+                *o = (sum - 128 * c) as f32 * (sr * sc) + b;
             }
         }
     }
+}
+
+/// `max |x_i|` with 16 independent lanes (vectorises; NaN-free inputs give the exact maximum).
+#[inline(always)]
+fn abs_max(x: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let chunks = x.chunks_exact(16);
+    let rest = chunks.remainder().iter().fold(0f32, |m, v| m.max(v.abs()));
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a = a.max(v.abs());
+        }
+    }
+    acc.iter().fold(rest, |m, v| m.max(*v))
 }
 
 /// Whether this CPU runs the int8 kernel (AVX-512 F, BW and VNNI).
