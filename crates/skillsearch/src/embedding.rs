@@ -87,8 +87,12 @@ pub(crate) fn attach_now(
     };
     let bar = EmbedBar::new();
     let stop = AtomicBool::new(false);
-    let r = sem.embed_pending(idx, batch(s), &stop, &|done, todo| bar.update(done, todo));
-    bar.finish();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let r = sem.embed_pending(idx, batch(s), &stop, &|n, todo| {
+        done.store(n, std::sync::atomic::Ordering::Relaxed);
+        bar.update(n, todo)
+    });
+    bar.finish(done.into_inner());
     if let Err(e) = r {
         let note = format!(
             "embedding the skills with `{}` failed: {e}; retrieval is lexical",
@@ -107,35 +111,79 @@ pub(crate) fn attach_now(
     })
 }
 
-/// A terminal progress bar for embedding (nothing when stderr is not a terminal).
-struct EmbedBar(Option<indicatif::ProgressBar>);
+/// Embedding progress on stderr: a bar with an ETA on a terminal; elsewhere (a log, CI) a line
+/// every [`EmbedBar::EVERY`] with the count, the rate and the time left, and one when it ends
+/// (only when it took that long: a quick embedding stays quiet).
+struct EmbedBar {
+    bar: Option<indicatif::ProgressBar>,
+    started: std::time::Instant,
+    /// When the last line was logged, and the count then (no bar only).
+    said: Mutex<(std::time::Instant, usize)>,
+}
 
 impl EmbedBar {
+    const EVERY: Duration = Duration::from_secs(10);
+
     fn new() -> Self {
         use std::io::IsTerminal;
-        EmbedBar(std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(0);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "embedding {bar:30} {pos}/{len} skills ({eta})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar
-        }))
+        let now = std::time::Instant::now();
+        EmbedBar {
+            bar: std::io::stderr().is_terminal().then(|| {
+                let bar = indicatif::ProgressBar::new(0);
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "embedding {bar:30} {pos}/{len} skills, {per_sec} ({eta} left)",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                bar
+            }),
+            started: now,
+            said: Mutex::new((now, 0)),
+        }
     }
 
     fn update(&self, done: usize, todo: usize) {
-        if let Some(b) = &self.0 {
+        if let Some(b) = &self.bar {
             b.set_length(todo as u64);
             b.set_position(done as u64);
+            return;
         }
+        let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        if said.0.elapsed() < Self::EVERY || done == todo {
+            return;
+        }
+        *said = (std::time::Instant::now(), done);
+        let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-3);
+        let left = (todo - done.min(todo)) as f64 / rate.max(1e-9);
+        eprintln!(
+            "skillsearch: embedding {done}/{todo} skills, {rate:.1} skills/s, about {} left",
+            human_secs(left)
+        );
     }
 
-    fn finish(&self) {
-        if let Some(b) = &self.0 {
+    fn finish(&self, done: usize) {
+        if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+        let secs = self.started.elapsed().as_secs_f64();
+        if done > 0 && secs >= Self::EVERY.as_secs_f64() {
+            eprintln!(
+                "skillsearch: embedded {done} skills in {} ({:.1} skills/s)",
+                human_secs(secs),
+                done as f64 / secs.max(1e-3)
+            );
+        }
+    }
+}
+
+/// `75` → "1m15s", `8` → "8s".
+fn human_secs(secs: f64) -> String {
+    let s = secs.round() as u64;
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
     }
 }
 
@@ -346,6 +394,13 @@ pub(crate) fn add_model(home: &Path, dir: &Path, name: Option<&str>) -> Result<s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_as_hours_minutes_seconds() {
+        assert_eq!(human_secs(8.4), "8s");
+        assert_eq!(human_secs(75.0), "1m15s");
+        assert_eq!(human_secs(3600.0 + 125.0), "1h02m");
+    }
     use skillsearch_core::index::{IndexConfig, Refresh};
     use skillsearch_core::{EligibilityEnv, Roots, SearchOptions};
     use skillsearch_testkit::{Fake, Reply, bow_reply, dead_openai_base, write_skill};

@@ -18,7 +18,7 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 /// Turns texts into unit-length sentence vectors.
 pub trait Embedder: Send + Sync {
     /// Stable id of the model (vectors of different ids never mix), e.g. "all-MiniLM-L6-v2",
-    /// "all-MiniLM-L6-v2.int8" or `remote:<model>`.
+    /// "all-MiniLM-L6-v2.int8-128" or `remote:<model>`.
     fn id(&self) -> &str;
     /// Vector dimension.
     fn dim(&self) -> usize;
@@ -39,6 +39,12 @@ pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safe
 /// Tokens of one text the model reads at most (sentence-transformers' `max_seq_length` for
 /// MiniLM; the tokenizer file's own 128 is overridden, see [`LocalEmbedder::load`]).
 pub const MAX_TOKENS: usize = 256;
+
+/// Tokens of one skill's text the int8 encoder reads (queries keep [`MAX_TOKENS`]): the length
+/// all-MiniLM-L6-v2 was trained at. The pool's texts average ~205 tokens, so this nearly halves
+/// the cost of embedding a library; dev quality moved within noise either way (docs/ranking.md,
+/// "Embedding a library").
+pub const DOC_TOKENS_INT8: usize = 128;
 
 /// Where models live under a home directory (`skillsearch models add` copies them there).
 pub fn models_dir(home: &Path) -> PathBuf {
@@ -195,9 +201,13 @@ impl LocalEmbedder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".into());
-        // Int8 vectors differ from f32 ones by ~1%: they get their own id, so their stores and
-        // query caches never mix.
-        let id = if int8 { format!("{id}.int8") } else { id };
+        // Int8 vectors differ from f32 ones by ~1%, and read documents up to DOC_TOKENS_INT8:
+        // they get their own id, so their stores and query caches never mix.
+        let id = if int8 {
+            format!("{id}.int8-{DOC_TOKENS_INT8}")
+        } else {
+            id
+        };
         let emb = LocalEmbedder {
             id,
             dim,
@@ -227,7 +237,9 @@ impl LocalEmbedder {
         }
     }
 
-    fn run(&self, texts: &[&str]) -> candle_core::Result<Vec<Vec<f32>>> {
+    /// The vectors of `texts`; an int8 encoder reads at most `doc_tokens` of each (the last
+    /// token, `[SEP]`, kept).
+    fn run(&self, texts: &[&str], doc_tokens: usize) -> candle_core::Result<Vec<Vec<f32>>> {
         let enc = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
@@ -239,7 +251,17 @@ impl LocalEmbedder {
                 return Ok(enc
                     .par_iter()
                     .with_max_len(1)
-                    .map(|e| model.embed(e.get_ids(), e.get_type_ids()))
+                    .map(|e| {
+                        let (ids, types) = (e.get_ids(), e.get_type_ids());
+                        match ids.split_last() {
+                            Some((last, head)) if ids.len() > doc_tokens.max(2) => {
+                                let mut cut = head[..doc_tokens.max(2) - 1].to_vec();
+                                cut.push(*last);
+                                model.embed(&cut, &types[..cut.len()])
+                            }
+                            _ => model.embed(ids, types),
+                        }
+                    })
                     .collect());
             }
         };
@@ -271,6 +293,18 @@ impl LocalEmbedder {
     }
 }
 
+impl LocalEmbedder {
+    fn embed_upto(&self, texts: &[&str], doc_tokens: usize) -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.run(texts, doc_tokens).map_err(|e| Error::Model {
+            path: PathBuf::from(&self.id),
+            message: format!("embedding failed: {e}"),
+        })
+    }
+}
+
 impl Embedder for LocalEmbedder {
     fn id(&self) -> &str {
         &self.id
@@ -281,17 +315,11 @@ impl Embedder for LocalEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.run(texts).map_err(|e| Error::Model {
-            path: PathBuf::from(&self.id),
-            message: format!("embedding failed: {e}"),
-        })
+        self.embed_upto(texts, DOC_TOKENS_INT8)
     }
 
     fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
-        let run = || self.embed(&[text]);
+        let run = || self.embed_upto(&[text], MAX_TOKENS);
         let mut out = match &self.query_pool {
             Some(pool) => pool.install(run)?,
             None => run()?,
@@ -450,7 +478,9 @@ mod tests {
         ];
         let a = f32e.embed(&texts).unwrap();
         let b = int8.embed(&texts).unwrap();
-        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        // Compared as queries: both encoders then read the whole (long) text.
+        let full: Vec<Vec<f32>> = texts.iter().map(|t| int8.embed_query(t).unwrap()).collect();
+        for (i, (x, y)) in a.iter().zip(&full).enumerate() {
             eprintln!("text {i}: cosine {}", dot(x, y));
             assert!(dot(x, y) > 0.98, "text {i}: cosine {}", dot(x, y));
             assert!((dot(y, y) - 1.0).abs() < 1e-4);
@@ -462,6 +492,17 @@ mod tests {
         // A query alone equals the same text in a batch (no padding to leak in).
         let alone = int8.embed_query(texts[2]).unwrap();
         assert_eq!(alone, b[2]);
+        // A skill's text is read up to DOC_TOKENS_INT8 tokens, a query's up to MAX_TOKENS.
+        assert!(int8.tokenizer.encode(long.as_str(), true).unwrap().len() > DOC_TOKENS_INT8);
+        let as_query = &full[6];
+        assert_ne!(as_query, &b[6]);
+        assert!(dot(as_query, &b[6]) > 0.9);
+        let head: String = long.split(' ').take(60).collect::<Vec<_>>().join(" ");
+        assert!(int8.tokenizer.encode(head.as_str(), true).unwrap().len() < DOC_TOKENS_INT8);
+        assert_eq!(
+            int8.embed_query(&head).unwrap(),
+            int8.embed(&[&head]).unwrap()[0]
+        );
     }
 
     #[test]
