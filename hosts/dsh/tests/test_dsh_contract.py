@@ -1,7 +1,8 @@
 """The DSH plugin's contract tests (plugin.test.mjs, Node's own test runner) inside the real Cordis
-runtime and DSH tool registry, against the real skillsearch binary. Not an end-to-end test: no
-`dsh` runs here. scripts/host-e2e installs the host packages the tests load and sets
-DSH_CONTRACT_MODULES to their node_modules."""
+runtime and DSH tool registry, against the real skillsearch binary: the shapes the end-to-end
+test (test_dsh_e2e.py) cannot reach, such as Cordis refusing a misspelled key or a stuck engine.
+Not an end-to-end test. The packages come from the dsh install scripts/host-e2e makes
+(DSH_E2E_DIR), or any node_modules holding them (DSH_CONTRACT_MODULES)."""
 
 import os
 import shutil
@@ -13,10 +14,12 @@ REPO = HERE.parents[2]
 
 
 def test_dsh_plugin_contract():
-    modules = os.environ.get("DSH_CONTRACT_MODULES")
+    modules = os.environ.get("DSH_CONTRACT_MODULES") or (
+        os.environ.get("DSH_E2E_DIR") and str(Path(os.environ["DSH_E2E_DIR"]) / "node_modules")
+    )
     assert modules and Path(modules, "@deepseek-ai", "dsh-tools").is_dir(), (
-        "DSH_CONTRACT_MODULES must name a node_modules with @deepseek-ai/cordis and dsh-tools "
-        "(scripts/host-e2e dsh installs them)"
+        "set DSH_E2E_DIR (scripts/host-e2e dsh installs dsh there) or DSH_CONTRACT_MODULES to a "
+        "node_modules with @deepseek-ai/cordis and @deepseek-ai/dsh-tools"
     )
     binary = os.environ.get("SKILLSEARCH_BIN") or str(REPO / "target" / "debug" / "skillsearch")
     node = shutil.which("node")
