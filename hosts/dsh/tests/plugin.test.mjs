@@ -1,8 +1,9 @@
 // Contract tests of the DSH plugin (hosts/dsh/plugin) against the real skillsearch binary, inside
 // the real Cordis runtime (@deepseek-ai/cordis 4.0.4) with DSH's real tool registry
 // (@deepseek-ai/dsh-tools 0.1.0-rc.8, the `ToolRuntime` service every dsh profile mounts as
-// `tools`). Not an end-to-end test: no `dsh` runs (its npm install does not complete, see
-// README). The only stand-in is the `systemPrompt` service ToolRuntime's constructor calls.
+// `tools`). Not an end-to-end test (test_dsh_e2e.py runs dsh itself): these reach what a turn
+// cannot show, such as Cordis refusing a misspelled key, a stuck engine, the tools disposed with
+// the plugin. The only stand-in is the `systemPrompt` service ToolRuntime's constructor calls.
 // Line references are to the published packages: cordis@4.0.4 lib/index.js,
 // dsh-tools@0.1.0-rc.8 lib/index.js, dsh-agent-loop@0.1.0-rc.8 lib/index.js.
 // Run by test_dsh_contract.py with DSH_CONTRACT_MODULES (a node_modules holding those packages).
