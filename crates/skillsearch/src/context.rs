@@ -159,6 +159,10 @@ pub(crate) fn host_paths(host: &str, workspace: Option<&Path>) -> PathFacts {
         "codebuddy" => env("CODEBUDDY_CONFIG_DIR").or_else(|| under_home(".codebuddy")),
         "hermes" => env("HERMES_HOME").or_else(|| under_home(".hermes")),
         "workbuddy" => under_home(".workbuddy-ai"),
+        "raven" => under_home(".raven"),
+        "dsh" => env("DSH_HOME")
+            .filter(|d| !d.to_string_lossy().trim().is_empty())
+            .or_else(|| under_home(".dsh")),
         _ => None,
     };
     PathFacts {

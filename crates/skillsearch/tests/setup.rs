@@ -36,6 +36,7 @@ impl Home {
             .env_remove("CODEX_HOME")
             .env_remove("CODEBUDDY_CONFIG_DIR")
             .env_remove("ENABLE_TOOL_SEARCH")
+            .env_remove("DSH_HOME")
             .output()
             .unwrap()
     }
@@ -74,6 +75,16 @@ fn failed(v: &Value) -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|c| c["status"] == "fail")
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn warned(v: &Value) -> Vec<String> {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "warn")
         .map(|c| c["name"].as_str().unwrap().to_string())
         .collect()
 }
@@ -670,4 +681,153 @@ fn workbuddy_gets_a_marketplace_plugin_whose_hook_answers() {
     let o = run(&["doctor", "workbuddy", "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(failed(&v), ["plugin"], "{v}");
+}
+
+#[test]
+fn raven_plugin_and_mcp_routes_keep_the_users_config_and_doctor_follows() {
+    let h = Home::new();
+    let sk = h.skills.to_string_lossy().into_owned();
+    let (ok, v) = h.doctor("raven");
+    assert!(!ok && failed(&v) == ["config"], "{v}");
+    h.write(
+        ".raven/config.json",
+        r#"{"agents": {"defaults": {"model": "m"}}, "plugins": {"disabled": ["other"]}, "tools": {"mcpServers": {"gh": {"command": "gh-mcp"}}}}"#,
+    );
+    h.setup("raven", "on_demand");
+    assert!(h.setup("raven", "on_demand").contains("Already set up"));
+    let cfg = h.json(".raven/config.json");
+    assert_eq!(cfg["agents"]["defaults"]["model"], "m");
+    assert_eq!(cfg["plugins"]["disabled"], json!(["other"]));
+    assert_eq!(cfg["tools"]["mcpServers"]["gh"]["command"], "gh-mcp");
+    let section = &cfg["plugins"]["config"]["skillsearch"];
+    assert_eq!(section["mode"], "on_demand");
+    assert_eq!(section["skills"], json!([sk]));
+    for f in [
+        "raven-plugin.toml",
+        "skillsearch_raven/__init__.py",
+        "skillsearch_raven/_engine.py",
+    ] {
+        assert!(
+            h.path(".raven/plugins/skillsearch").join(f).is_file(),
+            "{f}"
+        );
+    }
+    let (ok, v) = h.doctor("raven");
+    assert!(ok && warned(&v).is_empty(), "{v}");
+
+    // auto: green, but doctor says stock Raven never builds the segment.
+    h.setup("raven", "auto");
+    let (ok, v) = h.doctor("raven");
+    assert!(ok && warned(&v) == ["context-segments"], "{v}");
+
+    // The MCP route: Raven's own client runs `skillsearch mcp`; the plugin is switched off.
+    let o = h.run(&["setup", "raven", "--mode", "auto", "--set", "route=mcp"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("route=mcp serves on_demand only"));
+    let o = h.run(&[
+        "setup",
+        "raven",
+        "--mode",
+        "on_demand",
+        "--set",
+        "route=mcp",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cfg = h.json(".raven/config.json");
+    assert_eq!(cfg["plugins"]["disabled"], json!(["other", "skillsearch"]));
+    let args = cfg["tools"]["mcpServers"]["skillsearch"]["args"]
+        .as_array()
+        .unwrap();
+    assert!(
+        args.contains(&json!("mcp")) && args.contains(&json!(sk)),
+        "{cfg}"
+    );
+    assert_eq!(cfg["tools"]["mcpServers"]["gh"]["command"], "gh-mcp");
+    let (ok, v) = h.doctor("raven");
+    assert!(ok, "{v}");
+    assert!(
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "mcp-server" && c["status"] == "ok")
+    );
+    // Without --set route, a second run keeps the route the file has.
+    assert!(h.setup("raven", "on_demand").contains("Already set up"));
+
+    // Back to the plugin: the server entry goes, the plugin is enabled again.
+    let o = h.run(&["setup", "raven", "--set", "route=plugin"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cfg = h.json(".raven/config.json");
+    assert_eq!(cfg["plugins"]["disabled"], json!(["other"]));
+    assert!(
+        cfg["tools"]["mcpServers"].get("skillsearch").is_none(),
+        "{cfg}"
+    );
+
+    // A key the plugin's schema does not have: doctor names it.
+    let mut cfg = cfg;
+    cfg["plugins"]["config"]["skillsearch"]["moode"] = json!("auto");
+    h.write(".raven/config.json", &cfg.to_string());
+    let (ok, v) = h.doctor("raven");
+    assert!(!ok && failed(&v) == ["config"], "{v}");
+    assert!(
+        v.to_string().contains("plugins.config.skillsearch.moode"),
+        "{v}"
+    );
+}
+
+#[test]
+fn dsh_row_joins_the_users_patch_layer_and_doctor_follows() {
+    let h = Home::new();
+    let (ok, v) = h.doctor("dsh");
+    assert!(!ok && failed(&v) == ["patch"], "{v}");
+    let mine = "# my layer\n- id: hmr\n  disabled: true\n";
+    h.write(".dsh/cordis.patch.yml", mine);
+    h.setup("dsh", "on_demand");
+    assert!(h.setup("dsh", "on_demand").contains("Already set up"));
+    let text = fs::read_to_string(h.path(".dsh/cordis.patch.yml")).unwrap();
+    assert!(text.starts_with(mine), "{text}");
+    let index = h.path(".skillsearch/dsh/plugin/index.js");
+    assert!(
+        text.contains(&format!("name: \"{}\"", index.display())),
+        "{text}"
+    );
+    for f in ["index.js", "engine.js", "package.json"] {
+        assert!(h.path(".skillsearch/dsh/plugin").join(f).is_file(), "{f}");
+    }
+    let (ok, v) = h.doctor("dsh");
+    assert!(ok && warned(&v).is_empty(), "{v}");
+
+    h.setup("dsh", "auto");
+    let text = fs::read_to_string(h.path(".dsh/cordis.patch.yml")).unwrap();
+    assert_eq!(text.matches("- id: skillsearch").count(), 1, "{text}");
+    assert!(
+        text.contains("mode: auto") && text.starts_with(mine),
+        "{text}"
+    );
+    let (ok, v) = h.doctor("dsh");
+    assert!(ok, "{v}");
+
+    // A key the plugin's Config does not have: doctor names it.
+    h.write(
+        ".dsh/cordis.patch.yml",
+        &text.replace("deadline_ms: 5000", "deadline: 5000"),
+    );
+    let (ok, v) = h.doctor("dsh");
+    assert!(!ok && failed(&v) == ["config"], "{v}");
+    assert!(
+        v.to_string().contains("unknown key `skillsearch.deadline`"),
+        "{v}"
+    );
+
+    // A row the user wrote is never overwritten.
+    let other = Home::new();
+    other.write(
+        ".dsh/cordis.patch.yml",
+        "- insert:\n    - id: skillsearch\n      name: ./mine.js\n",
+    );
+    let o = other.run(&["setup", "dsh"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("already has a `skillsearch` row"));
 }

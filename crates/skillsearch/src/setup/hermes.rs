@@ -613,78 +613,16 @@ pub fn doctor(_home: &Path) -> Result<Vec<Check>> {
     });
 
     if let Some(b) = binary {
-        checks.push(probe_engine(&b, &s, &roots));
+        checks.push(super::probe_engine(
+            &b,
+            &s.home,
+            &s.mode,
+            s.deadline_ms,
+            &roots,
+            "hermes",
+        ));
     }
     Ok(checks)
-}
-
-/// Starts the engine exactly as the plugin does and asks it for its tools: catches a broken
-/// skillsearch configuration (config.toml, SKILLSEARCH_* variables) that would keep it down.
-fn probe_engine(binary: &Path, s: &Section, roots: &[String]) -> Check {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut cmd = Command::new(binary);
-    if !s.home.is_empty() {
-        cmd.arg("--home").arg(&s.home);
-    }
-    cmd.args(["serve", "--stdio", "--mode", &s.mode]);
-    for r in roots {
-        cmd.arg("--skills").arg(r);
-    }
-    cmd.env("SKILLSEARCH_DEADLINE_MS", s.deadline_ms.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let fix = "run the command shown with -v to see why, fix it, then skillsearch doctor hermes";
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            return Check::fail(
-                "engine",
-                format!("cannot start {}: {e}", binary.display()),
-                fix,
-            );
-        }
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(b"{\"id\":1,\"method\":\"tools\"}\n");
-    }
-    let out = match child.wait_with_output() {
-        Ok(o) => o,
-        Err(e) => return Check::fail("engine", format!("engine did not run: {e}"), fix),
-    };
-    let reply: Option<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .next()
-        .and_then(|l| serde_json::from_str(l).ok());
-    let tools = reply
-        .as_ref()
-        .and_then(|r| r.get("result"))
-        .and_then(|r| r.get("tools"))
-        .and_then(Value::as_array)
-        .map(Vec::len);
-    match tools {
-        Some(n) => Check::ok(
-            "engine",
-            format!(
-                "serve --stdio answers in {} mode ({n} tools offered)",
-                s.mode
-            ),
-        ),
-        None => {
-            let err = String::from_utf8_lossy(&out.stderr);
-            let last = err
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
-            Check::fail(
-                "engine",
-                format!("the engine does not start: {last}"),
-                "fix the skillsearch configuration it names (skillsearch config show), then skillsearch doctor hermes",
-            )
-        }
-    }
 }
 
 #[cfg(test)]

@@ -18,9 +18,11 @@ pub mod claude_code;
 pub mod codebuddy;
 pub mod codex;
 pub mod doctor;
+pub mod dsh;
 pub mod hermes;
 pub mod openclaw;
 mod openclaw_runtime;
+pub mod raven;
 pub mod wiring;
 pub mod workbuddy;
 
@@ -41,6 +43,12 @@ pub enum Host {
     /// WorkBuddy desktop: a local marketplace with the skillsearch plugin (hook in auto, MCP
     /// server in on_demand) to install from WorkBuddy's plugin settings
     Workbuddy,
+    /// Raven (EverMind-AI/Raven 0.1.9): a user plugin (tools in on_demand; a context segment in
+    /// auto, which stock Raven never builds), or `--set route=mcp` for its MCP client
+    Raven,
+    /// DeepSeek Harness (dsh 0.1.x): a Cordis plugin row in $DSH_HOME/cordis.patch.yml (tools in
+    /// on_demand, the agent pre-step in auto)
+    Dsh,
 }
 
 /// Plans the host's changes and applies them.
@@ -52,6 +60,8 @@ pub fn run_setup(out: &mut Out, host: Host, req: &SetupRequest, dry_run: bool) -
         Host::Codebuddy => codebuddy::setup(req)?,
         Host::Hermes => hermes::setup(req)?,
         Host::Workbuddy => workbuddy::setup(req)?,
+        Host::Raven => raven::setup(req)?,
+        Host::Dsh => dsh::setup(req)?,
     };
     apply(out, &plan, dry_run)?;
     Ok(0)
@@ -66,6 +76,8 @@ pub fn run_doctor(out: &mut Out, host: Host, home: &Path, json: bool) -> Result<
         Host::Codebuddy => codebuddy::doctor(home)?,
         Host::Hermes => hermes::doctor(home)?,
         Host::Workbuddy => workbuddy::doctor(home)?,
+        Host::Raven => raven::doctor(home)?,
+        Host::Dsh => dsh::doctor(home)?,
     };
     report(out, host, &checks, json)
 }
@@ -595,6 +607,82 @@ pub fn is_executable(p: &Path) -> bool {
     #[cfg(not(unix))]
     {
         p.is_file()
+    }
+}
+
+/// Starts the engine exactly as a host plugin does (`serve --stdio`) and asks it for its tools: catches a broken
+/// skillsearch configuration (config.toml, SKILLSEARCH_* variables) that would keep it down.
+pub(crate) fn probe_engine(
+    binary: &Path,
+    home: &str,
+    mode: &str,
+    deadline_ms: u64,
+    roots: &[String],
+    host: &str,
+) -> Check {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new(binary);
+    if !home.is_empty() {
+        cmd.arg("--home").arg(home);
+    }
+    cmd.args(["serve", "--stdio", "--mode", mode]);
+    for r in roots {
+        cmd.arg("--skills").arg(r);
+    }
+    cmd.env("SKILLSEARCH_DEADLINE_MS", deadline_ms.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let fix =
+        format!("run the command shown with -v to see why, fix it, then skillsearch doctor {host}");
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return Check::fail(
+                "engine",
+                format!("cannot start {}: {e}", binary.display()),
+                fix,
+            );
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"{\"id\":1,\"method\":\"tools\"}\n");
+    }
+    let out = match child.wait_with_output() {
+        Ok(o) => o,
+        Err(e) => return Check::fail("engine", format!("engine did not run: {e}"), fix),
+    };
+    let reply: Option<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str(l).ok());
+    let tools = reply
+        .as_ref()
+        .and_then(|r| r.get("result"))
+        .and_then(|r| r.get("tools"))
+        .and_then(Value::as_array)
+        .map(Vec::len);
+    match tools {
+        Some(n) => Check::ok(
+            "engine",
+            format!("serve --stdio answers in {} mode ({n} tools offered)", mode),
+        ),
+        None => {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let last = err
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            Check::fail(
+                "engine",
+                format!("the engine does not start: {last}"),
+                format!(
+                    "fix the skillsearch configuration it names (skillsearch config show), then skillsearch doctor {host}"
+                ),
+            )
+        }
     }
 }
 

@@ -1,0 +1,1 @@
+../../../hermes/plugin/__init__.py
