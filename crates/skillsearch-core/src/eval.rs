@@ -126,7 +126,7 @@ pub fn label_warnings<'a>(
 }
 
 /// The summary `eval` prints; key names are the JSON contract.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     #[serde(rename = "hit@1")]
     pub hit1: f64,

@@ -144,6 +144,50 @@ pub fn openclaw_catalog_chars<'a>(
             .sum::<usize>()
 }
 
+/// Catalogs of at most this many skills are counted exactly; above it a fixed-stride sample of
+/// this many entries is counted and scaled up.
+pub const CATALOG_EXACT_LIMIT: usize = 5000;
+
+/// Every index of `0..n` (`n` ≤ [`CATALOG_EXACT_LIMIT`]), else about that many at a fixed stride.
+pub fn stride_sample(n: usize) -> Vec<usize> {
+    (0..n).step_by((n / CATALOG_EXACT_LIMIT).max(1)).collect()
+}
+
+/// What OpenClaw's catalog of some skills costs per turn.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct CatalogCost {
+    pub skills: usize,
+    pub chars: usize,
+    /// o200k tokens of the entries (a scaled sample above [`CATALOG_EXACT_LIMIT`] skills), plus
+    /// the fixed header and preamble at 4 characters a token.
+    pub tokens: f64,
+    /// Whether every entry was counted (with an exact counter).
+    pub exact: bool,
+}
+
+/// The per-turn cost of OpenClaw's catalog of `skills` (name, description, location each).
+pub fn openclaw_catalog_cost(skills: &[(&str, &str, &str)], counter: &TokenCounter) -> CatalogCost {
+    let chars = openclaw_catalog_chars(skills.iter().copied());
+    let sample = stride_sample(skills.len());
+    let scale = skills.len() as f64 / sample.len().max(1) as f64;
+    let entries: f64 = sample
+        .iter()
+        .map(|&i| {
+            let (n, d, l) = skills[i];
+            counter.count(&openclaw_catalog_entry(n, d, l)) as f64
+        })
+        .sum::<f64>()
+        * scale;
+    // The fixed header and preamble are not reproduced here; count them at 4 characters a token.
+    let fixed = (OPENCLAW_CATALOG_HEADER_CHARS + OPENCLAW_CATALOG_BASE_CHARS) as f64 / 4.0;
+    CatalogCost {
+        skills: skills.len(),
+        chars,
+        tokens: entries + fixed,
+        exact: counter.is_exact() && sample.len() == skills.len(),
+    }
+}
+
 /// Characters of `s`, at most `n`, cut on a character boundary.
 pub(crate) fn prefix_chars(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
@@ -155,6 +199,25 @@ pub(crate) fn prefix_chars(s: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_catalog_cost_is_exact_up_to_the_limit_and_scaled_above_it() {
+        let counter = TokenCounter::estimating();
+        let one = ("pdf", "Extract tables from PDF files", "/s/pdf/SKILL.md");
+        let fixed = (OPENCLAW_CATALOG_HEADER_CHARS + OPENCLAW_CATALOG_BASE_CHARS) as f64 / 4.0;
+        let entry = counter.count(&openclaw_catalog_entry(one.0, one.1, one.2)) as f64;
+        let small = openclaw_catalog_cost(&[one; 3], &counter);
+        assert_eq!(small.skills, 3);
+        assert_eq!(small.tokens, 3.0 * entry + fixed);
+        assert_eq!(small.chars, openclaw_catalog_chars([one; 3]));
+        // An estimating counter is never exact.
+        assert!(!small.exact);
+        let many = vec![one; CATALOG_EXACT_LIMIT * 2 + 1];
+        let big = openclaw_catalog_cost(&many, &counter);
+        assert!(stride_sample(many.len()).len() < many.len());
+        assert!((big.tokens - (many.len() as f64 * entry + fixed)).abs() < 1e-6 * big.tokens);
+        assert!(!big.exact);
+    }
 
     #[test]
     fn js_len_counts_utf16_code_units() {

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use crate::context::{Flags, home_dir, roots_of, settings};
+use crate::evals;
 use crate::output::{Out, print_diagnostics, shown};
 
 /// `--version`: the package version and the commit it was built from (`build.rs`).
@@ -205,6 +206,12 @@ enum Command {
         /// One JSON object on stdout with hit@1, recall@5, recall@10, ndcg@10, mrr@10, p50_ms, p95_ms, queries, skills, retriever
         #[arg(long)]
         json: bool,
+        /// Also store the run (metrics, time, set) under <home>/evals/runs.jsonl, which `ui` shows per set over time
+        #[arg(long)]
+        save: bool,
+        /// The set a saved run belongs to [default: the queries file's name without .jsonl]
+        #[arg(long, value_name = "NAME", requires = "save")]
+        set: Option<String>,
         /// Store the queries' vectors so later runs skip the model (for tuning; the latencies
         /// then leave query embedding out)
         #[arg(long, hide = true)]
@@ -273,6 +280,21 @@ enum Command {
         /// on_demand or auto [config: mode]
         #[arg(long)]
         mode: Option<String>,
+    },
+    /// A local web page: search with explanations, the decision log's turns, the token funnel,
+    /// the library and stored eval runs (loopback unless --token; nothing fetched from elsewhere)
+    Ui {
+        #[command(flatten)]
+        roots: RootArgs,
+        /// Address to listen on (port 0: any free port; the address is printed on stdout); anything but loopback needs --token
+        #[arg(long, default_value = "127.0.0.1:7078")]
+        listen: std::net::SocketAddr,
+        /// Bearer token every API call must carry; open the page as http://ADDR/#token=TOKEN (prefer --token-file or the environment: argv is visible to other users)
+        #[arg(long, env = "SKILLSEARCH_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// File whose first line is the bearer token
+        #[arg(long, value_name = "FILE", conflicts_with = "token")]
+        token_file: Option<PathBuf>,
     },
     /// Shell completions on stdout (e.g. `skillsearch completions bash > /etc/bash_completion.d/skillsearch`)
     Completions {
@@ -746,6 +768,8 @@ fn dispatch(cli: Cli) -> Result<u8> {
             queries,
             top_k,
             json,
+            save,
+            set,
             store_queries,
             per_query,
             candidates,
@@ -765,6 +789,12 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 &search_options(&s, &rank, top_k.max(10)),
                 EvalOutput {
                     json,
+                    save: save.then(|| {
+                        (
+                            evals::set_name(set.as_deref(), &queries),
+                            roots.skills[0].clone(),
+                        )
+                    }),
                     store_queries,
                     per_query: per_query.as_deref(),
                     candidates: candidates.as_deref(),
@@ -822,6 +852,28 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 limits,
             };
             crate::serve::run(home, s, listen)
+        }
+        Command::Ui {
+            roots,
+            listen,
+            token,
+            token_file,
+        } => {
+            let s = settings(&home, cfg, Flags::default().roots(&roots))?;
+            let token = match token_file {
+                Some(f) => Some(read_token(&f)?),
+                None => token.filter(|t| !t.is_empty()),
+            };
+            let opts = crate::ui::UiOptions {
+                addr: listen,
+                token,
+                limits: crate::serve::Limits {
+                    max_connections: 64,
+                    header_timeout: Duration::from_secs(10),
+                    grace: Duration::from_secs(2),
+                },
+            };
+            crate::ui::run(home, s, opts)
         }
         Command::Mcp { roots, mode } => {
             let s = settings(&home, cfg, Flags::default().roots(&roots).set("mode", mode))?;
@@ -1420,36 +1472,19 @@ fn cmd_show(
     Ok(0)
 }
 
-/// Token counts are exact up to this many skills; above it a fixed-stride sample is scaled up.
-const STATS_EXACT_LIMIT: usize = 5000;
-
-fn stride_sample(n: usize) -> Vec<usize> {
-    (0..n).step_by((n / STATS_EXACT_LIMIT).max(1)).collect()
-}
-
 /// What OpenClaw's catalog of `skills` costs per turn: (characters, tokens).
 fn catalog_cost(skills: &[&skillsearch_core::Hit], counter: &TokenCounter) -> (usize, f64) {
-    let entry = |h: &skillsearch_core::Hit| {
-        tokens::openclaw_catalog_entry(&h.name, &h.description, &h.path.to_string_lossy())
-    };
-    let chars = tokens::openclaw_catalog_chars(skills.iter().map(|h| {
-        (
-            h.name.as_str(),
-            h.description.as_str(),
-            h.path.to_str().unwrap_or(""),
-        )
-    }));
-    let sample = stride_sample(skills.len());
-    let scale = skills.len() as f64 / sample.len().max(1) as f64;
-    let entry_tokens: f64 = sample
+    let paths: Vec<String> = skills
         .iter()
-        .map(|&i| counter.count(&entry(skills[i])) as f64)
-        .sum::<f64>()
-        * scale;
-    // The fixed header and preamble are not reproduced here; count them at 4 characters a token.
-    let fixed =
-        (tokens::OPENCLAW_CATALOG_HEADER_CHARS + tokens::OPENCLAW_CATALOG_BASE_CHARS) as f64 / 4.0;
-    (chars, entry_tokens + fixed)
+        .map(|h| h.path.to_string_lossy().into_owned())
+        .collect();
+    let entries: Vec<(&str, &str, &str)> = skills
+        .iter()
+        .zip(&paths)
+        .map(|(h, p)| (h.name.as_str(), h.description.as_str(), p.as_str()))
+        .collect();
+    let c = tokens::openclaw_catalog_cost(&entries, counter);
+    (c.chars, c.tokens)
 }
 
 /// Tool schemas in the per-turn funnel: (all, shown on a turn that activates no plugin, hidden then).
@@ -1517,9 +1552,10 @@ fn cmd_stats(
     let counter = TokenCounter::new();
     let (all_chars, all_tokens) = catalog_cost(&offered, &counter);
     let (elig_chars, elig_tokens) = catalog_cost(&eligible, &counter);
-    let exact = eligible.len() <= STATS_EXACT_LIMIT && offered.len() <= STATS_EXACT_LIMIT;
+    let exact = eligible.len() <= tokens::CATALOG_EXACT_LIMIT
+        && offered.len() <= tokens::CATALOG_EXACT_LIMIT;
     // What a top-k injection costs: the mean rendered skill, k times.
-    let sample = stride_sample(eligible.len());
+    let sample = tokens::stride_sample(eligible.len());
     let (mut part_chars, mut part_tokens) = (0f64, 0f64);
     for &i in &sample {
         let h = eligible[i];
@@ -1609,6 +1645,8 @@ fn cmd_stats(
 /// What `eval` writes besides its summary, and whether it stores the query vectors.
 struct EvalOutput<'a> {
     json: bool,
+    /// Store the run: its set name and skills root.
+    save: Option<(String, PathBuf)>,
     store_queries: bool,
     per_query: Option<&'a std::path::Path>,
     candidates: Option<&'a std::path::Path>,
@@ -1624,6 +1662,7 @@ fn cmd_eval(
 ) -> Result<u8> {
     let EvalOutput {
         json,
+        save,
         store_queries,
         per_query,
         candidates,
@@ -1712,6 +1751,17 @@ fn cmd_eval(
         "lexical"
     }
     .to_owned();
+    if let Some((set, skills)) = save {
+        let run = evals::SavedRun {
+            ts: skillsearch_core::turn::decision_log::now_rfc3339(),
+            set,
+            queries: std::path::absolute(queries).unwrap_or_else(|_| queries.to_path_buf()),
+            skills: std::path::absolute(&skills).unwrap_or(skills),
+            metrics: s.clone(),
+        };
+        let path = evals::save(home, &run)?;
+        tracing::info!("eval run saved to {} (set {})", path.display(), run.set);
+    }
     if json {
         out.json(&s)?;
     } else {

@@ -6,6 +6,7 @@
 mod cli;
 mod context;
 mod embedding;
+mod evals;
 mod explain;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -16,6 +17,7 @@ mod mcp;
 mod output;
 mod serve;
 mod setup;
+mod ui;
 mod warm;
 
 pub use cli::run;

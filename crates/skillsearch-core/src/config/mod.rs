@@ -242,7 +242,7 @@ pub const KEYS: &[KeyDef] = &[
         env: "SKILLSEARCH_EMBEDDING_PRECISION",
         kind: Kind::Enum(&Precision::ALL),
         default: "\"f32\"",
-        doc: "Arithmetic of the local sentence model: f32, int8 (int8 linear layers on AVX-512 VNNI: embedding ~2.7x faster, query embedding ~3-4x, vectors within 1-2% cosine of f32, dev hit@1 0.004-0.007 lower; an error on other CPUs), or auto (int8 where the CPU can, f32 elsewhere). int8 and f32 vectors are stored apart.",
+        doc: "Arithmetic of the local sentence model: f32, int8 (int8 linear layers on AVX-512 VNNI, a skill's text read up to 128 tokens: a library embeds ~10x faster, 64K skills in ~6 min on 2 cores; queries ~3-4x faster; dev hit@1 within 0.01 of f32 on the short-query sets, one long prompt of 24 lower on a 6K pool; an error on other CPUs), or auto (int8 where the CPU can, f32 elsewhere). int8 and f32 vectors are stored apart.",
     },
     KeyDef {
         name: "rrf_k",

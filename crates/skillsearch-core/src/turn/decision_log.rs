@@ -244,6 +244,87 @@ impl DecisionLog {
     }
 }
 
+/// What a list of turns needs of one logged line without reading all of it: the fields a
+/// filter or a plot reads. [`brief`] takes them from the line as [`DecisionLog::append`]
+/// writes it (compact JSON, fields in [`Decision`]'s order), so a log of 100,000 turns is
+/// indexed in a fraction of what parsing every record would cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Brief<'a> {
+    pub ts: &'a str,
+    pub surface: &'a str,
+    pub host: &'a str,
+    pub mode: &'a str,
+    pub injected_tokens: usize,
+    /// Tool-schema tokens (shown, hidden), when the turn was planned.
+    pub tools: Option<(usize, usize)>,
+    /// The turn has an `error`.
+    pub failed: bool,
+}
+
+/// The [`Brief`] of one log line (without its newline), or `None` when the line is not a
+/// record as this log writes it (a caller then parses the whole line, or skips it).
+pub fn brief(line: &[u8]) -> Option<Brief<'_>> {
+    use memchr::memmem;
+    let mut rest = line.strip_prefix(b"{")?;
+    let ts = plain_field(&mut rest, b"ts")?;
+    let surface = plain_field(&mut rest, b"surface")?;
+    let host = if rest.starts_with(b"\"host\":") {
+        plain_field(&mut rest, b"host")?
+    } else {
+        ""
+    };
+    let mode = plain_field(&mut rest, b"mode")?;
+    // In compact JSON a quote inside a string is escaped, so `,"key":` with bare quotes is a key.
+    // These keys occur once each, at the top level (or, for the token counts, in `tools`).
+    let number_after = |hay: &[u8], key: &[u8]| -> Option<usize> {
+        let at = memmem::find(hay, key)? + key.len();
+        let digits = hay[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+        std::str::from_utf8(&hay[at..at + digits])
+            .ok()?
+            .parse()
+            .ok()
+    };
+    let injected_tokens = number_after(rest, b",\"injected_tokens\":")?;
+    let tools = match memmem::find(rest, b",\"tools\":{") {
+        Some(at) => {
+            let t = &rest[at..];
+            Some((
+                number_after(t, b"\"tokens_shown\":")?,
+                number_after(t, b"\"tokens_hidden\":")?,
+            ))
+        }
+        None => None,
+    };
+    // `error` is the last field; a `,"error":` followed by a number would be a key of
+    // `elapsed_ms`.
+    let failed = memmem::rfind(rest, b",\"error\":\"").is_some();
+    Some(Brief {
+        ts,
+        surface,
+        host,
+        mode,
+        injected_tokens,
+        tools,
+        failed,
+    })
+}
+
+/// Reads `"key":"value",` from the front of `rest`; `None` unless the value is a string
+/// without escapes.
+fn plain_field<'a>(rest: &mut &'a [u8], key: &[u8]) -> Option<&'a str> {
+    let r = rest
+        .strip_prefix(b"\"")?
+        .strip_prefix(key)?
+        .strip_prefix(b"\":\"")?;
+    let end = memchr::memchr2(b'"', b'\\', r)?;
+    if r[end] != b'"' {
+        return None;
+    }
+    let value = std::str::from_utf8(&r[..end]).ok()?;
+    *rest = r[end + 1..].strip_prefix(b",")?;
+    Some(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +367,54 @@ mod tests {
         let last = log.tail(3).unwrap();
         let qs: Vec<_> = last.iter().map(|d| d.query.as_str()).collect();
         assert_eq!(qs, ["query 7", "query 8", "query 9"]);
+    }
+
+    #[test]
+    fn a_brief_reads_what_the_whole_record_says() {
+        let mut plain = Decision::new("hook", "codex", "auto", "extract tables");
+        plain.injected_tokens = 1234;
+        let mut tricky = Decision::new(
+            "serve",
+            "",
+            "plan",
+            r#"say ,"injected_tokens":9 and ,"error":"x" and ,"tools":{"tokens_shown":1 \ “quotes”"#,
+        );
+        tricky.injected_tokens = 7;
+        tricky.tools = Some(LoggedTools {
+            tokens_shown: 310,
+            tokens_hidden: 4200,
+            ..LoggedTools::default()
+        });
+        tricky.elapsed_ms.insert("error".into(), 3.0);
+        tricky.diagnostics = vec![r#"hub: ,"error":"down""#.into()];
+        let mut failed = Decision::new("mcp", "", "skill_search", "q");
+        failed.error = Some("deadline passed".into());
+        for d in [plain, tricky, failed] {
+            let line = serde_json::to_vec(&d).unwrap();
+            let b = brief(&line).unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&line)));
+            assert_eq!(b.ts, d.ts);
+            assert_eq!(b.surface, d.surface);
+            assert_eq!(b.host, d.host);
+            assert_eq!(b.mode, d.mode);
+            assert_eq!(b.injected_tokens, d.injected_tokens);
+            assert_eq!(
+                b.tools,
+                d.tools.as_ref().map(|t| (t.tokens_shown, t.tokens_hidden))
+            );
+            assert_eq!(
+                b.failed,
+                d.error.is_some(),
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+        }
+        // Not a record as written here: the caller falls back to parsing it.
+        assert_eq!(brief(br#"{"surface":"hook","ts":"x"}"#), None);
+        assert_eq!(brief(b"not json"), None);
+        assert_eq!(
+            brief(br#"{"ts":"t","surface":"ho\"ok","mode":"auto","query":"","injected_chars":0,"injected_tokens":0}"#),
+            None
+        );
     }
 
     #[test]

@@ -1021,7 +1021,7 @@ async fn h_fallback() -> ApiError {
 
 /// Whether `host` (a `Host` header: a name or address, maybe with a port) names this machine's
 /// loopback: `localhost` (or a name under it), `127.x.x.x` or `[::1]`.
-fn is_loopback_host(host: &str) -> bool {
+pub(crate) fn is_loopback_host(host: &str) -> bool {
     let name = if let Some(rest) = host.strip_prefix('[') {
         rest.split(']').next().unwrap_or_default()
     } else {

@@ -106,7 +106,7 @@ impl Current {
     }
 
     /// Why the last refresh (or rebuild) failed or saved nothing; `None` after one succeeded.
-    pub(super) fn problem(&self) -> Option<String> {
+    pub(crate) fn problem(&self) -> Option<String> {
         self.problem
             .lock()
             .unwrap_or_else(|e| e.into_inner())
