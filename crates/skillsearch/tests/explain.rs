@@ -224,30 +224,88 @@ fn explain_agrees_with_search_on_the_metatool_dev_queries() {
         );
         return;
     };
+    let compared = explain_agrees_with_search(&Env::new(), &eval, "lexical", 3);
+    assert!(compared >= 500, "{compared}");
+}
+
+/// The same with the sentence model: the fused ranks and scores `explain` shows are those
+/// `search --json` returns (every tenth query: each command loads the model).
+#[test]
+#[cfg_attr(
+    not(has_minilm),
+    ignore = "set MINILM_TEST_MODEL_DIR to a sentence-model dir (see .ci/run)"
+)]
+fn hybrid_explain_agrees_with_search_on_the_metatool_dev_queries() {
+    let Some(eval) = eval_dir() else {
+        eprintln!(
+            "skipped: the eval data (shared/eval with queries/metatool-dev.jsonl) is not beside the repository; set EVAL_DIR"
+        );
+        return;
+    };
     let e = Env::new();
+    let model = std::env::var_os("MINILM_TEST_MODEL_DIR").expect("MINILM_TEST_MODEL_DIR");
+    let added = run(
+        &e,
+        &["models", "add", model.to_str().unwrap(), "--name", "minilm"],
+    );
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let compared = explain_agrees_with_search(&e, &eval, "hybrid", 10);
+    assert!(compared >= 150, "{compared}");
+}
+
+/// Runs `search --json` and `explain --json` with `retriever` on every `step`-th metatool dev
+/// query and asserts they agree on the hits (ids, order, scores) and on how many were held
+/// back; returns how many queries were compared.
+fn explain_agrees_with_search(e: &Env, eval: &Path, retriever: &str, step: usize) -> usize {
     let corpus = eval.join("corpora/metatool");
     let corpus = corpus.to_str().unwrap();
     let queries = std::fs::read_to_string(eval.join("queries/metatool-dev.jsonl")).unwrap();
-    let mut compared = 0;
-    for line in queries.lines().step_by(3) {
+    let (mut compared, mut fused) = (0, 0);
+    for line in queries.lines().step_by(step) {
         let q: Value = serde_json::from_str(line).unwrap();
         let query = q["query"].as_str().unwrap();
-        let common = [
-            query,
-            "--skills",
-            corpus,
-            "--retriever",
-            "lexical",
-            "-k",
-            "5",
-            "--json",
-        ];
-        let mut a = vec!["search"];
-        a.extend_from_slice(&common);
-        let searched = json(&run(&e, &a));
-        let mut a = vec!["explain"];
-        a.extend_from_slice(&common);
-        let explained = json(&run(&e, &a));
+        let answer = |command: &str| {
+            let args = [
+                command,
+                query,
+                "--skills",
+                corpus,
+                "--retriever",
+                retriever,
+                "-k",
+                "5",
+                "--json",
+            ];
+            json(&run(e, &args))
+        };
+        let searched = answer("search");
+        let explained = answer("explain");
+        if retriever == "hybrid" {
+            // The model ran: the semantic retriever ranked some hit, and when the lexical one
+            // matched too, every hit was fused.
+            let hits = || {
+                explained["skills"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|s| s["status"] == "hit")
+            };
+            assert!(
+                hits().any(|s| !s["semantic"].is_null()),
+                "query {query}: {explained}"
+            );
+            if explained["retrievers"].as_array().unwrap().len() == 2 {
+                assert!(
+                    hits().all(|s| !s["fusion"].is_null()),
+                    "query {query}: {explained}"
+                );
+                fused += 1;
+            }
+        }
         let want: Vec<(String, f32)> = searched["hits"]
             .as_array()
             .unwrap()
@@ -286,5 +344,11 @@ fn explain_agrees_with_search_on_the_metatool_dev_queries() {
         );
         compared += 1;
     }
-    assert!(compared >= 500, "{compared}");
+    if retriever == "hybrid" {
+        assert!(
+            fused * 2 > compared,
+            "only {fused} of {compared} queries were fused"
+        );
+    }
+    compared
 }
