@@ -14,7 +14,7 @@
 //! rewrites only those lines, and accepts the edit only when parsing the result gives the old
 //! patch list plus exactly that row.
 
-use super::{Check, FileChange, SetupPlan, SetupRequest, is_executable};
+use super::{Check, FileChange, SetupPlan, SetupRequest};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use skillsearch_core::config::MODES;
@@ -423,15 +423,6 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
 
     let dir = plugin_dir(home);
     let index = dir.join("index.js");
-    let mut missing = Vec::new();
-    let mut stale = Vec::new();
-    for (file, want) in PLUGIN_FILES {
-        match super::read_optional(&dir.join(file))? {
-            None => missing.push(*file),
-            Some(t) if t != *want => stale.push(*file),
-            Some(_) => {}
-        }
-    }
     checks.push(if Path::new(&cfg.name) != index {
         Check::fail(
             "plugin-files",
@@ -442,68 +433,23 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
             ),
             FIX_SETUP,
         )
-    } else if !missing.is_empty() {
-        Check::fail(
-            "plugin-files",
-            format!("missing in {}: {}", dir.display(), missing.join(", ")),
-            FIX_SETUP,
-        )
-    } else if !stale.is_empty() {
-        Check::fail(
-            "plugin-files",
-            format!(
-                "{} differ from this binary's plugin (outdated or edited): {}",
-                dir.display(),
-                stale.join(", ")
-            ),
-            FIX_SETUP,
-        )
     } else {
-        Check::ok("plugin-files", format!("{} is current", dir.display()))
+        super::plugin_files_check(&dir, PLUGIN_FILES, FIX_SETUP)?
     });
 
-    let binary = if cfg.binary.is_empty() {
-        super::on_path(ID)
-    } else {
-        Some(PathBuf::from(&cfg.binary))
-    };
-    let binary = match binary {
-        Some(b) if is_executable(&b) => {
-            checks.push(Check::ok("binary", b.display().to_string()));
-            Some(b)
-        }
-        other => {
-            let what = other.map_or_else(
-                || format!("the `{ID}` row names no binary and no {ID} is on PATH"),
-                |b| format!("{} is not an executable file", b.display()),
-            );
-            checks.push(Check::fail(
-                "binary",
-                what,
-                format!("{FIX_SETUP} (run it with the skillsearch binary dsh should use)"),
-            ));
-            None
-        }
-    };
+    let binary = super::binary_check(
+        &mut checks,
+        &cfg.binary,
+        &format!("the `{ID}` row names no binary"),
+        "dsh",
+        FIX_SETUP,
+    );
     let roots = if cfg.skills.is_empty() {
         vec![dsh.join("skills").display().to_string()]
     } else {
         cfg.skills.clone()
     };
-    let absent: Vec<&str> = roots
-        .iter()
-        .map(String::as_str)
-        .filter(|r| !Path::new(r).is_dir())
-        .collect();
-    checks.push(if absent.is_empty() {
-        Check::ok("skill-roots", roots.join(", "))
-    } else {
-        Check::warn(
-            "skill-roots",
-            format!("not a directory: {}", absent.join(", ")),
-            format!("create it, or {FIX_SETUP} --skills DIR"),
-        )
-    });
+    checks.push(super::roots_check(&roots, FIX_SETUP));
     if let Some(b) = binary {
         checks.push(super::probe_engine(
             &b,

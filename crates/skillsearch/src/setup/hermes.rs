@@ -8,7 +8,7 @@
 //! `memory.provider` line and the `plugins.skillsearch` block, and the edit is accepted only when
 //! parsing the result gives exactly the old document with those two values changed.
 
-use super::{Check, FileChange, SetupPlan, SetupRequest, get_path, is_executable, set_path};
+use super::{Check, FileChange, SetupPlan, SetupRequest, get_path, set_path};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use skillsearch_core::config::MODES;
@@ -491,61 +491,18 @@ pub fn doctor(_home: &Path) -> Result<Vec<Check>> {
     }
 
     let dir = plugin_dir(&hermes);
-    let mut missing = Vec::new();
-    let mut stale = Vec::new();
-    for (file, text) in PLUGIN_FILES {
-        match super::read_optional(&dir.join(file))? {
-            None => missing.push(*file),
-            Some(t) if t != *text => stale.push(*file),
-            Some(_) => {}
-        }
-    }
-    checks.push(if !missing.is_empty() {
-        Check::fail(
-            "plugin-files",
-            format!("missing in {}: {}", dir.display(), missing.join(", ")),
-            FIX_SETUP,
-        )
-    } else if !stale.is_empty() {
-        Check::fail(
-            "plugin-files",
-            format!(
-                "{} differ from this binary's plugin (outdated or edited): {}",
-                dir.display(),
-                stale.join(", ")
-            ),
-            FIX_SETUP,
-        )
-    } else {
-        Check::ok("plugin-files", format!("{} is current", dir.display()))
-    });
+    checks.push(super::plugin_files_check(&dir, PLUGIN_FILES, FIX_SETUP)?);
 
     let Some(s) = section else {
         return Ok(checks);
     };
-    let binary = if s.binary.is_empty() {
-        super::on_path(NAME)
-    } else {
-        Some(PathBuf::from(&s.binary))
-    };
-    let binary = match binary {
-        Some(b) if is_executable(&b) => {
-            checks.push(Check::ok("binary", b.display().to_string()));
-            Some(b)
-        }
-        other => {
-            let what = other.map_or_else(
-                || format!("no plugins.{NAME}.binary and no {NAME} on PATH"),
-                |b| format!("{} is not an executable file", b.display()),
-            );
-            checks.push(Check::fail(
-                "binary",
-                what,
-                format!("{FIX_SETUP} (run it with the skillsearch binary Hermes should use)"),
-            ));
-            None
-        }
-    };
+    let binary = super::binary_check(
+        &mut checks,
+        &s.binary,
+        &format!("no plugins.{NAME}.binary"),
+        "Hermes",
+        FIX_SETUP,
+    );
 
     checks.push(if s.deadline_ms >= PREFETCH_CAP_MS {
         Check::fail(
@@ -597,20 +554,7 @@ pub fn doctor(_home: &Path) -> Result<Vec<Check>> {
     } else {
         s.skills.clone()
     };
-    let absent: Vec<&str> = roots
-        .iter()
-        .map(String::as_str)
-        .filter(|r| !Path::new(r).is_dir())
-        .collect();
-    checks.push(if absent.is_empty() {
-        Check::ok("skill-roots", roots.join(", "))
-    } else {
-        Check::warn(
-            "skill-roots",
-            format!("not a directory: {}", absent.join(", ")),
-            format!("create it, or {FIX_SETUP} --skills DIR"),
-        )
-    });
+    checks.push(super::roots_check(&roots, FIX_SETUP));
 
     if let Some(b) = binary {
         checks.push(super::probe_engine(

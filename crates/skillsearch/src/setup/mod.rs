@@ -214,6 +214,93 @@ pub fn read_optional(path: &Path) -> Result<Option<String>> {
     }
 }
 
+/// Doctor's `binary` check of the skillsearch binary a plugin runs: `configured`, else
+/// `skillsearch` on PATH; pushes the check and returns the binary when it is executable.
+/// `unnamed` says where the binary would have been named (e.g. `no plugins.skillsearch.binary`),
+/// `host` who runs it.
+pub fn binary_check(
+    checks: &mut Vec<Check>,
+    configured: &str,
+    unnamed: &str,
+    host: &str,
+    fix: &str,
+) -> Option<PathBuf> {
+    let binary = if configured.is_empty() {
+        on_path("skillsearch")
+    } else {
+        Some(PathBuf::from(configured))
+    };
+    match binary {
+        Some(b) if is_executable(&b) => {
+            checks.push(Check::ok("binary", b.display().to_string()));
+            Some(b)
+        }
+        other => {
+            let what = other.map_or_else(
+                || format!("{unnamed} and no skillsearch on PATH"),
+                |b| format!("{} is not an executable file", b.display()),
+            );
+            checks.push(Check::fail(
+                "binary",
+                what,
+                format!("{fix} (run it with the skillsearch binary {host} should use)"),
+            ));
+            None
+        }
+    }
+}
+
+/// Doctor's `skill-roots` check: a warning naming each root that is not a directory.
+pub fn roots_check(roots: &[String], fix: &str) -> Check {
+    let absent: Vec<&str> = roots
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !Path::new(r).is_dir())
+        .collect();
+    if absent.is_empty() {
+        Check::ok("skill-roots", roots.join(", "))
+    } else {
+        Check::warn(
+            "skill-roots",
+            format!("not a directory: {}", absent.join(", ")),
+            format!("create it, or {fix} --skills DIR"),
+        )
+    }
+}
+
+/// Doctor's `plugin-files` check of a plugin the binary embeds: every file of `files` is in
+/// `dir` with the embedded text (missing and changed files named), else `fix`.
+pub fn plugin_files_check(dir: &Path, files: &[(&str, &str)], fix: &str) -> Result<Check> {
+    let mut missing = Vec::new();
+    let mut stale = Vec::new();
+    for (file, want) in files {
+        match read_optional(&dir.join(file))? {
+            None => missing.push(*file),
+            Some(t) if t != *want => stale.push(*file),
+            Some(_) => {}
+        }
+    }
+    Ok(if !missing.is_empty() {
+        Check::fail(
+            "plugin-files",
+            format!("missing in {}: {}", dir.display(), missing.join(", ")),
+            fix,
+        )
+    } else if !stale.is_empty() {
+        Check::fail(
+            "plugin-files",
+            format!(
+                "{} differ from this binary's plugin (outdated or edited): {}",
+                dir.display(),
+                stale.join(", ")
+            ),
+            fix,
+        )
+    } else {
+        Check::ok("plugin-files", format!("{} is current", dir.display()))
+    })
+}
+
 /// Shows the plan as a diff and, unless `dry_run`, writes it: every replaced file is first copied
 /// to `<file>.skillsearch-backup-<UTC timestamp>` (`-2`, `-3`, … when that name is taken: a
 /// backup is never overwritten), and every write is atomic (temp file + rename). A file that is

@@ -469,34 +469,7 @@ pub fn doctor(_home: &Path) -> Result<Vec<Check>> {
 
     let dir = plugin_dir(&raven);
     if route == Route::Plugin {
-        let mut missing = Vec::new();
-        let mut stale = Vec::new();
-        for (file, text) in PLUGIN_FILES {
-            match super::read_optional(&dir.join(file))? {
-                None => missing.push(*file),
-                Some(t) if t != *text => stale.push(*file),
-                Some(_) => {}
-            }
-        }
-        checks.push(if !missing.is_empty() {
-            Check::fail(
-                "plugin-files",
-                format!("missing in {}: {}", dir.display(), missing.join(", ")),
-                FIX_SETUP,
-            )
-        } else if !stale.is_empty() {
-            Check::fail(
-                "plugin-files",
-                format!(
-                    "{} differ from this binary's plugin (outdated or edited): {}",
-                    dir.display(),
-                    stale.join(", ")
-                ),
-                FIX_SETUP,
-            )
-        } else {
-            Check::ok("plugin-files", format!("{} is current", dir.display()))
-        });
+        checks.push(super::plugin_files_check(&dir, PLUGIN_FILES, FIX_SETUP)?);
         if off {
             checks.push(Check::fail(
                 "plugin-enabled",
@@ -552,48 +525,19 @@ pub fn doctor(_home: &Path) -> Result<Vec<Check>> {
         });
     }
 
-    let binary = if section.binary.is_empty() {
-        super::on_path(ID)
-    } else {
-        Some(PathBuf::from(&section.binary))
-    };
-    let binary = match binary {
-        Some(b) if is_executable(&b) => {
-            checks.push(Check::ok("binary", b.display().to_string()));
-            Some(b)
-        }
-        other => {
-            let what = other.map_or_else(
-                || format!("no plugins.config.{ID}.binary and no {ID} on PATH"),
-                |b| format!("{} is not an executable file", b.display()),
-            );
-            checks.push(Check::fail(
-                "binary",
-                what,
-                format!("{FIX_SETUP} (run it with the skillsearch binary Raven should use)"),
-            ));
-            None
-        }
-    };
+    let binary = super::binary_check(
+        &mut checks,
+        &section.binary,
+        &format!("no plugins.config.{ID}.binary"),
+        "Raven",
+        FIX_SETUP,
+    );
     let roots = if section.skills.is_empty() {
         vec![workspace(&cfg, &raven).join("skills").display().to_string()]
     } else {
         section.skills.clone()
     };
-    let absent: Vec<&str> = roots
-        .iter()
-        .map(String::as_str)
-        .filter(|r| !Path::new(r).is_dir())
-        .collect();
-    checks.push(if absent.is_empty() {
-        Check::ok("skill-roots", roots.join(", "))
-    } else {
-        Check::warn(
-            "skill-roots",
-            format!("not a directory: {}", absent.join(", ")),
-            format!("create it, or {FIX_SETUP} --skills DIR"),
-        )
-    });
+    checks.push(super::roots_check(&roots, FIX_SETUP));
     if let Some(b) = binary {
         checks.push(super::probe_engine(
             &b,
