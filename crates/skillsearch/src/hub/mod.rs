@@ -39,7 +39,7 @@ pub(crate) use store::store_arg;
 
 use crate::serve::Limits;
 use crate::serve::watch::{Current, Reopen, watch};
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use axum::Router;
 use axum::extract::{ConnectInfo, Path as UrlPath, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -184,22 +184,7 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(opts.addr)
-            .await
-            .with_context(|| format!("cannot listen on {}", opts.addr))?;
-        let local = listener.local_addr()?;
-        tracing::info!(target: "hub", addr = %local, "hub serving");
-        // One JSON line on stdout saying where (as `serve` does), for scripts and tests that
-        // pass port 0.
-        crate::output::Out::stdout().json(&json!({"listening": format!("http://{local}")}))?;
-        crate::serve::serve_connections(
-            listener,
-            router(app),
-            opts.limits,
-            crate::serve::shutdown_signal(),
-        )
-        .await;
-        anyhow::Ok(())
+        crate::serve::listen_and_serve(opts.addr, router(app), opts.limits, "hub").await
     })?;
     Ok(0)
 }

@@ -23,7 +23,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 pub(crate) use conn::Limits;
-pub(crate) use conn::serve as serve_connections;
 use reply::{RetrieveReply, Text};
 use run_queue::RunQueue;
 use serde::Deserialize;
@@ -1318,15 +1317,7 @@ pub(crate) fn run(home: PathBuf, settings: Settings, listen: Listen) -> anyhow::
         if stdio {
             return serve_stdio(app).await;
         }
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("cannot listen on {listen}"))?;
-        let local = listener.local_addr()?;
-        // The one line on stdout: where to connect (port 0 picks a free port).
-        crate::output::Out::stdout().json(&json!({"listening": format!("http://{local}")}))?;
-        tracing::info!(target: "serve", %local, "serving");
-        conn::serve(listener, router(app), limits, shutdown_signal()).await;
-        anyhow::Ok(())
+        listen_and_serve(listen, router(app), limits, "serve").await
     });
     // The socket goes with the daemon.
     if let Ok(mut slot) = bound.lock() {
@@ -1334,6 +1325,26 @@ pub(crate) fn run(home: PathBuf, settings: Settings, listen: Listen) -> anyhow::
     }
     served?;
     Ok(0)
+}
+
+/// Binds `addr`, writes the one line on stdout saying where to connect (`{"listening": URL}`;
+/// port 0 picks a free port, which scripts and tests read), and serves `router` on the shared
+/// accept loop until SIGINT/SIGTERM. `what` names the server in the log. `serve`, `hub serve`
+/// and `ui` all start this way.
+pub(crate) async fn listen_and_serve(
+    addr: std::net::SocketAddr,
+    router: Router,
+    limits: conn::Limits,
+    what: &'static str,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    crate::output::Out::stdout().json(&json!({"listening": format!("http://{local}")}))?;
+    tracing::info!(server = what, %local, "serving");
+    conn::serve(listener, router, limits, shutdown_signal()).await;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -647,22 +647,7 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: UiOptions) -> anyhow:
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(opts.addr)
-            .await
-            .with_context(|| format!("cannot listen on {}", opts.addr))?;
-        let local = listener.local_addr()?;
-        // One JSON line on stdout saying where (as `serve` does), for scripts and tests that
-        // pass port 0.
-        crate::output::Out::stdout().json(&json!({"listening": format!("http://{local}")}))?;
-        tracing::info!(target: "ui", %local, "serving the page");
-        crate::serve::serve_connections(
-            listener,
-            router(app),
-            opts.limits,
-            crate::serve::shutdown_signal(),
-        )
-        .await;
-        anyhow::Ok(())
+        crate::serve::listen_and_serve(opts.addr, router(app), opts.limits, "ui").await
     })?;
     Ok(0)
 }
