@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 /// How long one protocol command may take.
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 /// How long [`Browser::wait_for`] waits.
-pub const WAIT_LIMIT: Duration = Duration::from_secs(30);
+pub const WAIT_LIMIT: Duration = Duration::from_secs(60);
 
 /// The `chromium` on `PATH`, if any.
 pub fn chromium() -> Option<PathBuf> {
@@ -127,7 +127,13 @@ impl Browser {
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
-    fn send(&mut self, method: &str, params: Value, session: Option<String>) -> Value {
+    /// Sends one command and waits for its answer: its result, or the error the browser gave.
+    fn send(
+        &mut self,
+        method: &str,
+        params: Value,
+        session: Option<String>,
+    ) -> Result<Value, String> {
         self.next_id += 1;
         let id = self.next_id;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -147,10 +153,10 @@ impl Browser {
             let left = COMMAND_LIMIT.saturating_sub(started.elapsed());
             match self.from.recv_timeout(left) {
                 Ok(v) if v["id"].as_u64() == Some(id) => {
-                    if let Some(e) = v.get("error") {
-                        panic!("{method} {msg}: {e}");
-                    }
-                    return v["result"].clone();
+                    return match v.get("error") {
+                        Some(e) => Err(format!("{method} {msg}: {e}")),
+                        None => Ok(v["result"].clone()),
+                    };
                 }
                 Ok(event) => self.note(&event),
                 Err(RecvTimeoutError::Timeout) => {
@@ -165,10 +171,16 @@ impl Browser {
 
     fn browser_call(&mut self, method: &str, params: Value) -> Value {
         self.send(method, params, None)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// One command to the tab; its result.
     pub fn call(&mut self, method: &str, params: Value) -> Value {
+        self.try_call(method, params)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_call(&mut self, method: &str, params: Value) -> Result<Value, String> {
         let session = self.session.clone();
         self.send(method, params, Some(session))
     }
@@ -219,29 +231,36 @@ impl Browser {
 
     /// The value of the script expression `js` (awaited if it is a promise).
     pub fn eval(&mut self, js: &str) -> Value {
-        let r = self.call(
+        self.try_eval(js).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Browser::eval`], or why it failed: the script threw, or the page it ran in went away
+    /// (a navigation replaced it).
+    fn try_eval(&mut self, js: &str) -> Result<Value, String> {
+        let r = self.try_call(
             "Runtime.evaluate",
             json!({"expression": js, "returnByValue": true, "awaitPromise": true}),
-        );
-        if let Some(e) = r.get("exceptionDetails") {
-            panic!("{js}: {e}");
+        )?;
+        match r.get("exceptionDetails") {
+            Some(e) => Err(format!("{js}: {e}")),
+            None => Ok(r["result"]["value"].clone()),
         }
-        r["result"]["value"].clone()
     }
 
     /// Waits until the script expression `js` is true; panics after [`WAIT_LIMIT`] with what
-    /// the page shows.
+    /// the page shows. An evaluation that fails (the page is being replaced) is tried again.
     pub fn wait_for(&mut self, js: &str, what: &str) {
         let started = Instant::now();
         loop {
-            if self.eval(&format!("!!({js})")) == Value::Bool(true) {
+            let last = self.try_eval(&format!("!!({js})"));
+            if last == Ok(Value::Bool(true)) {
                 return;
             }
             if started.elapsed() > WAIT_LIMIT {
                 let shown = self.eval("document.body ? document.body.innerText : ''");
                 let shown: String = shown.as_str().unwrap_or("").chars().take(3000).collect();
                 panic!(
-                    "waited {WAIT_LIMIT:?} for {what} ({js}); problems: {:?}; the page shows:\n{shown}",
+                    "waited {WAIT_LIMIT:?} for {what} ({js}; last: {last:?}); problems: {:?}; the page shows:\n{shown}",
                     self.problems()
                 );
             }

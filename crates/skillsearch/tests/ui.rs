@@ -935,26 +935,31 @@ fn in_a_browser_a_person_searches_filters_pages_and_moves_between_sections() {
         page.url()
     );
 
-    // Filter by surface, every host: the MCP tool calls of that day, which name no host.
-    let mcp: Vec<_> = log
-        .iter()
-        .filter(|t| t.1 == "mcp" && t.2 == "2026-11-03")
-        .collect();
+    // Filter by surface, every host: the hook's turns of that day; then "(none)" for the host:
+    // a hook turn always names one.
+    let day: Vec<_> = log.iter().filter(|t| t.2 == "2026-11-03").collect();
+    let hook = day.iter().filter(|t| t.1 == "hook").count();
     page.choose("f-host", "all");
-    page.choose("f-surface", "mcp");
+    page.choose("f-surface", "hook");
     page.click("#turns-form button[type=submit]");
-    page.wait_text("turns-summary", &format!("{} turns of 240", mcp.len()));
-    assert!(page.column(4).iter().all(|s| s == "mcp"));
-    assert!(page.column(3).iter().all(|h| h == "—"));
-    assert!(page.column(5).iter().all(|m| m == "skill_search"));
-    assert!(page.text("turns-body").contains(&mcp[0].3));
-    // Those turns named no host: "(none)" keeps exactly them.
-    page.choose("f-surface", "all");
+    page.wait_text("turns-summary", &format!("{hook} turns of 240"));
+    assert!(page.column(4).iter().all(|s| s == "hook"));
+    assert!(page.column(3).iter().all(|h| h != "—"));
+    assert!(page.url().contains("surface=hook"), "{}", page.url());
     page.choose("f-host", "(none)");
+    page.click("#turns-form button[type=submit]");
+    page.wait_text("turns-empty", "None of the 240 turns match these filters.");
+    assert_eq!(page.rows(), 0);
+    // Every surface: the MCP tool calls of that day, which name no host.
+    let mcp: Vec<_> = day.iter().filter(|t| t.1 == "mcp").collect();
+    page.choose("f-surface", "all");
     page.click("#turns-form button[type=submit]");
     page.wait_text("turns-summary", &format!("{} turns of 240", mcp.len()));
     assert!(page.url().contains("host=-"), "{}", page.url());
     assert!(page.column(4).iter().all(|s| s == "mcp"));
+    assert!(page.column(3).iter().all(|h| h == "—"));
+    assert!(page.column(5).iter().all(|m| m == "skill_search"));
+    assert!(page.text("turns-body").contains(&mcp[0].3));
 
     // A filter nothing matches says so.
     page.choose("f-mode", "on_demand");
