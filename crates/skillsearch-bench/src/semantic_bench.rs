@@ -125,8 +125,8 @@ impl Embedder for SyntheticStore {
         self.model.embed(texts)
     }
 
-    fn embed_query(&self, text: &str) -> skillsearch_core::Result<Vec<f32>> {
-        self.model.embed_query(text)
+    fn embed_queries(&self, texts: &[&str]) -> skillsearch_core::Result<Vec<Vec<f32>>> {
+        self.model.embed_queries(texts)
     }
 }
 
@@ -271,10 +271,11 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
         idx.search_with(q, &opts(Retriever::Hybrid), &gate, Some(&slot))?;
     }
 
+    let words = SearchOptions::default().passage_words;
     let mut lat = Vec::new();
     for q in &embed_q {
         let t = Instant::now();
-        sem.query_vector(q)?;
+        sem.query_vectors(q, words)?;
         lat.push(ms(t.elapsed()));
     }
     r.query_embed_p50_ms = p(&lat, 50.0);
@@ -283,7 +284,7 @@ pub fn run(args: &SemanticArgs) -> Result<()> {
     lat.clear();
     for q in &embed_q {
         let t = Instant::now();
-        sem.search(&idx, q, depth)?;
+        sem.search(&idx, q, words, depth)?;
         lat.push(ms(t.elapsed()));
     }
     r.scan_p50_ms = p(&lat, 50.0);

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 struct ConceptEmbedder {
     calls: AtomicUsize,
     texts: AtomicUsize,
+    /// Words of the longest text it was given.
+    longest: AtomicUsize,
 }
 
 const CONCEPTS: &[&[&str]] = &[
@@ -39,6 +41,7 @@ impl ConceptEmbedder {
         ConceptEmbedder {
             calls: AtomicUsize::new(0),
             texts: AtomicUsize::new(0),
+            longest: AtomicUsize::new(0),
         }
     }
 }
@@ -53,6 +56,10 @@ impl Embedder for ConceptEmbedder {
     fn embed(&self, texts: &[&str]) -> skillsearch_core::Result<Vec<Vec<f32>>> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        for t in texts {
+            self.longest
+                .fetch_max(t.split_whitespace().count(), Ordering::SeqCst);
+        }
         Ok(texts
             .iter()
             .map(|t| {
@@ -201,6 +208,74 @@ fn hybrid_finds_by_meaning_once_vectors_are_complete_and_says_why_when_not() {
         top(&idx, &slot, q, Retriever::Hybrid).1,
         ["lexical", "semantic"]
     );
+}
+
+/// A long prompt is embedded as passages and a skill scored by its nearest one: what one
+/// sentence asks for is not drowned by what the rest says at length.
+#[test]
+fn a_long_prompt_is_searched_by_its_passages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    corpus(&root);
+    let roots = Roots::explicit([&root]);
+    let (idx, _) =
+        SkillIndex::open(&roots, &IndexConfig::new(&home), Refresh::Always, &|_| {}).unwrap();
+    let emb = Arc::new(ConceptEmbedder::new());
+    let sem = Arc::new(Semantic::new(&home, emb.clone()).unwrap());
+    sem.embed_pending(&idx, 8, &AtomicBool::new(false), &|_, _| {})
+        .unwrap();
+    let slot = SemanticSlot::default();
+    slot.attach(sem);
+    let filler = "so that everyone on the team knows where to be and when";
+    let prompt = format!(
+        "Schedule the weekly meeting on the calendar, move every appointment in the schedule, \
+         book a meeting room for each appointment, keep the calendar and the schedule in step \
+         {filler}. Our rooms are listed in one database table. Then send the invoice, and do it \
+         {filler}."
+    );
+    assert!(prompt.split_whitespace().count() > 60);
+    let ranked = |passage_words| {
+        let o = SearchOptions {
+            passage_words,
+            ..opts(Retriever::Semantic)
+        };
+        let res = idx
+            .search_with(&prompt, &o, &EligibilityEnv::allow_all(), Some(&slot))
+            .unwrap();
+        res.hits.into_iter().map(|h| h.id).collect::<Vec<_>>()
+    };
+    // Whole, the prompt is mostly about meetings and tables; the invoice comes third.
+    assert_eq!(ranked(0)[..3], ["calendar", "sql", "invoices"]);
+    // As passages, the last sentence's invoice is found as well as the first's meeting.
+    let texts = emb.texts.load(Ordering::SeqCst);
+    assert_eq!(ranked(60)[..2], ["invoices", "calendar"]);
+    assert_eq!(
+        emb.texts.load(Ordering::SeqCst) - texts,
+        2,
+        "two passages, embedded once"
+    );
+    ranked(60);
+    assert_eq!(emb.texts.load(Ordering::SeqCst) - texts, 2, "remembered");
+
+    // A 100,000-word prompt costs at most MAX_PASSAGES passages of at most 60 words.
+    let huge = "book the meeting. ".repeat(33_334);
+    let texts = emb.texts.load(Ordering::SeqCst);
+    emb.longest.store(0, Ordering::SeqCst);
+    let res = idx
+        .search_with(
+            &huge,
+            &opts(Retriever::Hybrid),
+            &EligibilityEnv::allow_all(),
+            Some(&slot),
+        )
+        .unwrap();
+    assert_eq!(res.hits[0].id, "calendar");
+    assert_eq!(res.retrievers, ["lexical", "semantic"]);
+    assert_eq!(
+        emb.texts.load(Ordering::SeqCst) - texts,
+        skillsearch_core::retrieve::passage::MAX_PASSAGES
+    );
+    assert!(emb.longest.load(Ordering::SeqCst) <= 60);
 }
 
 #[test]

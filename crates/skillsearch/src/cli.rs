@@ -89,6 +89,9 @@ pub(crate) struct RankArgs {
     /// BM25's k3 for a term's count in the query (inf: the raw count)
     #[arg(long, hide = true)]
     query_tf_k3: Option<f32>,
+    /// The semantic retriever embeds a longer query as passages of at most this many words (0: whole)
+    #[arg(long, hide = true)]
+    passage_words: Option<usize>,
     /// lexical, semantic or hybrid [config: retriever]
     #[arg(long)]
     retriever: Option<String>,
@@ -603,6 +606,7 @@ fn search_options(s: &Settings, rank: &RankArgs, top_k: usize) -> SearchOptions 
         query_term_share: rank.query_term_share.unwrap_or(d.query_term_share),
         short_query_terms: rank.short_query_terms.unwrap_or(d.short_query_terms),
         query_tf_k3: rank.query_tf_k3.unwrap_or(d.query_tf_k3),
+        passage_words: rank.passage_words.unwrap_or(d.passage_words),
         ..d
     }
 }
@@ -1682,7 +1686,11 @@ fn cmd_eval(
         // Query vectors stored like skills', so repeated runs (tuning) skip the model; the
         // latencies then leave the query's embedding out.
         let texts: Vec<&str> = labelled.iter().map(|q| q.query.as_str()).collect();
-        sem.store_queries(&texts, skillsearch_core::turn::embedder::batch(s))?;
+        sem.store_queries(
+            &texts,
+            opts.passage_words,
+            skillsearch_core::turn::embedder::batch(s),
+        )?;
     }
     let keys = idx.doc_keys()?;
     let n_skills = keys.iter().filter(|k| k.valid).count();

@@ -109,7 +109,7 @@ fn ranking(ex: &Explanation) -> String {
             ex.depth
         ),
         ("bm25", ..) => format!("lexical alone: {bm25}"),
-        ("cosine", ..) => "semantic alone: cosine of the query's vector and the skill's".into(),
+        ("cosine", ..) => "semantic alone: cosine of the query's vector and the skill's (a long query's: its nearest passage's)".into(),
         _ => "nothing ranked".into(),
     }
 }

@@ -221,7 +221,8 @@ pub struct SemanticPart {
     /// Its rank by cosine over the whole index (from 1).
     pub rank: Option<usize>,
     pub considered: bool,
-    /// The cosine similarity of its vector and the query's.
+    /// The cosine similarity of its vector and the query's (a long query's: the nearest of its
+    /// passages, `retrieve::passage`).
     pub score: f32,
 }
 
@@ -460,7 +461,11 @@ impl SkillIndex {
                     }),
                     None => {
                         if full_semantic.is_none() {
-                            full_semantic = Some(self.whole_semantic(semantic, searched)?);
+                            full_semantic = Some(self.whole_semantic(
+                                semantic,
+                                searched,
+                                opts.passage_words,
+                            )?);
                         }
                         full_semantic.as_ref().and_then(|all| {
                             all.iter()
@@ -586,12 +591,13 @@ impl SkillIndex {
         &self,
         slot: Option<&SemanticSlot>,
         query: &str,
+        words: usize,
     ) -> Result<Vec<(usize, String, f32)>> {
         let Some(sem) = slot.and_then(SemanticSlot::get) else {
             return Ok(Vec::new());
         };
         let total = sem.coverage(self)?.total.max(1);
-        Ok(match sem.search(self, query, total)? {
+        Ok(match sem.search(self, query, words, total)? {
             Some((found, _, _)) => found
                 .into_iter()
                 .map(|c| (c.key.root, c.key.rel, c.score))

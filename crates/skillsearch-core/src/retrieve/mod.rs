@@ -4,6 +4,7 @@
 pub mod embed;
 pub mod explain;
 pub(crate) mod fusion;
+pub mod passage;
 pub(crate) mod query;
 pub mod semantic;
 
@@ -108,6 +109,10 @@ pub struct SearchOptions {
     /// BM25's `k3`: a term said `q` times in the query weighs `(k3 + 1) q / (k3 + q)`
     /// (infinite: `q`).
     pub query_tf_k3: f32,
+    /// The semantic retriever embeds a query of more words as passages of at most this many
+    /// words and scores a skill by its nearest passage (`retrieve::passage`); 0 embeds every
+    /// query whole.
+    pub passage_words: usize,
 }
 
 pub use crate::config::Retriever;
@@ -148,6 +153,7 @@ impl Default for SearchOptions {
             query_term_share: 0.7,
             short_query_terms: 16,
             query_tf_k3: 0.5,
+            passage_words: passage::PASSAGE_WORDS,
         }
     }
 }
@@ -463,7 +469,8 @@ impl SkillIndex {
             && sem.coverage(self).is_ok_and(|c| c.complete())
         {
             let (lexical, embedded) = std::thread::scope(|s| {
-                let embedding = s.spawn(|| sem.query_vector(query).map(|_| ()));
+                let embedding =
+                    s.spawn(|| sem.query_vectors(query, opts.passage_words).map(|_| ()));
                 let lexical = self.top_candidates(&searcher, w, limit);
                 (lexical, embedding.join())
             });
@@ -482,7 +489,7 @@ impl SkillIndex {
             let mut exhausted = true;
             let mut nearest = Vec::new();
             if let Some(sem) = semantic.as_ref().filter(|_| semantic_on) {
-                match sem.search(self, query, limit) {
+                match sem.search(self, query, opts.passage_words, limit) {
                     Ok(Some((found, generation_of, coverage))) if generation_of == generation => {
                         exhausted &= found.len() < limit || coverage.total <= limit;
                         nearest = found;

@@ -5,9 +5,10 @@
 //! Vectors live in an append-only file per model, `<home>/vectors/<model>-<dim>.bin`: a 16-byte
 //! header, then records of `hash (u64 LE) + dim × f32 LE`. Appends are single writes of whole
 //! records, so concurrent processes only ever duplicate a record (the later one wins on load)
-//! and a torn tail is ignored. A query scans an `n × dim` matrix of the index's current skills
-//! (exact cosine; the matrix is rebuilt when the index commits), through candle's matrix
-//! multiply, which picks the CPU's SIMD at run time.
+//! and a torn tail is ignored. A query is embedded as one vector or, when long, as its
+//! passages ([`crate::retrieve::passage`]); a skill scores the cosine of the nearest. One pass
+//! over an int8 copy of the index's current vectors (rebuilt when the index commits) picks a
+//! pool a few times the limit, which the exact vectors then rank.
 //!
 //! Until every valid skill has its vector, [`Semantic::search`] declines and retrieval stays
 //! lexical; long-lived processes fill the gap in the background ([`Semantic::embed_pending`]).
@@ -16,6 +17,7 @@ use crate::corpus::text_hash;
 use crate::error::{Error, Result};
 use crate::index::{DocKey, SkillIndex};
 use crate::retrieve::embed::Embedder;
+use crate::retrieve::passage;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -286,10 +288,10 @@ impl Quantised {
         self.inv.push(inv);
     }
 
-    /// Approximate dot products of `q` with every row, computed over the cores.
-    /// Split over the rayon pool when `split`.
-    fn scores(&self, q: &[f32], split: bool) -> Vec<f32> {
-        let (qc, qinv) = quantise(q);
+    /// Approximate dot product of every row with the nearest of `qs`, in one pass over the
+    /// rows; split over the rayon pool when `split`.
+    fn scores(&self, qs: &[Vec<f32>], split: bool) -> Vec<f32> {
+        let queries: Vec<(Vec<i8>, f32)> = qs.iter().map(|q| quantise(q)).collect();
         let dim = self.dim.max(1);
         let mut out = vec![0f32; self.inv.len()];
         // Compiled for the widest vector instructions the CPU has (AVX-512, AVX2), chosen at
@@ -300,8 +302,7 @@ impl Quantised {
                 out,
                 codes,
                 inv,
-                query: &qc,
-                qinv,
+                queries: &queries,
                 dim,
             })
         };
@@ -326,8 +327,8 @@ struct ScanRows<'a> {
     out: &'a mut [f32],
     codes: &'a [i8],
     inv: &'a [f32],
-    query: &'a [i8],
-    qinv: f32,
+    /// Each query's codes and the inverse of its scale.
+    queries: &'a [(Vec<i8>, f32)],
     dim: usize,
 }
 
@@ -342,9 +343,24 @@ impl pulp::WithSimd for ScanRows<'_> {
             .zip(self.codes.chunks_exact(self.dim))
             .zip(self.inv)
         {
-            *o = dot_i8(row, self.query) as f32 * i * self.qinv;
+            *o = self
+                .queries
+                .iter()
+                .map(|(q, qinv)| dot_i8(row, q) as f32 * qinv)
+                .fold(f32::NEG_INFINITY, f32::max)
+                * i;
         }
     }
+}
+
+/// The texts a query is embedded as: its passages of up to `words` words, or the query itself
+/// when it has no word or `words` is 0.
+fn query_passages(query: &str, words: usize) -> Vec<&str> {
+    let p = match words {
+        0 => Vec::new(),
+        w => passage::passages(query, w),
+    };
+    if p.is_empty() { vec![query] } else { p }
 }
 
 /// Int8 codes of `v` scaled by its largest magnitude, and the inverse of that scale.
@@ -429,7 +445,13 @@ impl SemanticSlot {
 }
 
 /// Query vectors by query text, and the order they came in (oldest evicted first).
-type QueryCache = (HashMap<String, Arc<Vec<f32>>>, VecDeque<String>);
+/// The vectors of a query's passages, one per passage.
+pub type QueryVectors = Arc<Vec<Vec<f32>>>;
+/// Remembered query vectors by (passage words, query), and their order of arrival.
+type QueryCache = (
+    HashMap<(usize, String), QueryVectors>,
+    VecDeque<(usize, String)>,
+);
 
 /// The semantic retriever for one embedder, shared by every index of a process (the vectors
 /// are keyed by text, not by index).
@@ -572,63 +594,90 @@ impl Semantic {
         Ok(done)
     }
 
-    /// Embeds and stores the vectors of `queries` in batches, so that later searches for them
-    /// (in this process or another) skip the model: for evaluation runs over a fixed query set.
-    pub fn store_queries(&self, queries: &[&str], batch: usize) -> Result<usize> {
+    /// Embeds and stores the vectors of `queries`' passages in batches, so that later searches
+    /// for them (in this process or another) skip the model: for evaluation runs over a fixed
+    /// query set. Returns how many passages were embedded.
+    pub fn store_queries(&self, queries: &[&str], words: usize, batch: usize) -> Result<usize> {
         let mut seen = std::collections::HashSet::new();
         let todo: Vec<&str> = queries
             .iter()
-            .copied()
+            .flat_map(|q| query_passages(q, words))
             .filter(|q| {
                 let h = text_hash(q);
                 seen.insert(h) && !self.store.has(h)
             })
             .collect();
         for part in todo.chunks(batch.max(1)) {
-            let vecs = self.embedder.embed(part)?;
+            let vecs = self.embedder.embed_queries(part)?;
             let items: Vec<(u64, Vec<f32>)> = part.iter().map(|q| text_hash(q)).zip(vecs).collect();
             self.store.append(&items)?;
         }
         Ok(todo.len())
     }
 
-    /// The query's vector, remembered for repeated queries. A failure (the embedder's error, a
-    /// wrong dimension, a value that is not finite) says that the query's embedding failed and
-    /// why; nothing is remembered then, so the next search tries again.
-    pub fn query_vector(&self, query: &str) -> Result<Arc<Vec<f32>>> {
+    /// The vectors of the query's passages of up to `words` words ([`passage::passages`]; 0:
+    /// the query whole), remembered for repeated
+    /// queries; a passage whose vector is stored (see [`Semantic::store_queries`]) is not
+    /// embedded again. A failure (the embedder's error, a wrong number of vectors or dimension,
+    /// a value that is not finite) says that the query's embedding failed and why; nothing is
+    /// remembered then, so the next search tries again.
+    pub fn query_vectors(&self, query: &str, words: usize) -> Result<QueryVectors> {
+        let key = (words, query.to_owned());
         if let Ok(c) = self.queries.lock()
-            && let Some(v) = c.0.get(query)
+            && let Some(v) = c.0.get(&key)
         {
             return Ok(v.clone());
         }
-        let stored = self.store.get(text_hash(query));
         let failed = |why: String| {
             Error::Invalid(format!(
                 "embedding the query with `{}` failed: {why}",
                 self.embedder.id()
             ))
         };
-        let v = Arc::new(match stored {
-            Some(v) => v,
-            None => self
+        let texts = query_passages(query, words);
+        let mut vectors: Vec<Option<Vec<f32>>> =
+            texts.iter().map(|t| self.store.get(text_hash(t))).collect();
+        let missing: Vec<&str> = texts
+            .iter()
+            .zip(&vectors)
+            .filter(|(_, v)| v.is_none())
+            .map(|(t, _)| *t)
+            .collect();
+        if !missing.is_empty() {
+            let embedded = self
                 .embedder
-                .embed_query(query)
-                .map_err(|e| failed(e.to_string()))?,
-        });
-        if v.len() != self.store.dim {
-            return Err(failed(format!(
-                "a vector of {} values, expected {}",
-                v.len(),
-                self.store.dim
-            )));
+                .embed_queries(&missing)
+                .map_err(|e| failed(e.to_string()))?;
+            if embedded.len() != missing.len() {
+                return Err(failed(format!(
+                    "{} vectors for {} passages",
+                    embedded.len(),
+                    missing.len()
+                )));
+            }
+            let mut embedded = embedded.into_iter();
+            for v in vectors.iter_mut().filter(|v| v.is_none()) {
+                *v = embedded.next();
+            }
         }
-        if v.iter().any(|x| !x.is_finite()) {
-            return Err(failed("the vector holds values that are not finite".into()));
+        let vectors: Vec<Vec<f32>> = vectors.into_iter().flatten().collect();
+        for v in &vectors {
+            if v.len() != self.store.dim {
+                return Err(failed(format!(
+                    "a vector of {} values, expected {}",
+                    v.len(),
+                    self.store.dim
+                )));
+            }
+            if v.iter().any(|x| !x.is_finite()) {
+                return Err(failed("the vector holds values that are not finite".into()));
+            }
         }
+        let v = Arc::new(vectors);
         if let Ok(mut c) = self.queries.lock() {
             let (map, order) = &mut *c;
-            if map.insert(query.to_owned(), v.clone()).is_none() {
-                order.push_back(query.to_owned());
+            if map.insert(key.clone(), v.clone()).is_none() {
+                order.push_back(key);
                 if order.len() > QUERY_CACHE
                     && let Some(old) = order.pop_front()
                 {
@@ -639,13 +688,15 @@ impl Semantic {
         Ok(v)
     }
 
-    /// The `limit` skills nearest the query, best first (ties by precedence, then id), with
+    /// The `limit` skills nearest the query (a skill's score: its cosine to the nearest of the
+    /// query's passages of up to `words` words), best first (ties by precedence, then id), with
     /// the index generation their addresses belong to; `None` while some valid skill has no
     /// vector yet.
     pub fn search(
         &self,
         index: &SkillIndex,
         query: &str,
+        words: usize,
         limit: usize,
     ) -> Result<Option<(Vec<SemanticCandidate>, u64, Coverage)>> {
         let m = self.matrix(index)?;
@@ -655,13 +706,13 @@ impl Semantic {
         if m.keys.is_empty() {
             return Ok(Some((Vec::new(), m.generation, m.coverage)));
         }
-        let q = self.query_vector(query)?;
+        let qs = self.query_vectors(query, words)?;
         let n = m.keys.len();
         // The int8 scan picks a pool a few times `limit`; the exact vectors rank it.
         let pool = (limit * 2).max(limit + 32);
         let mut order: Vec<usize> = (0..n).collect();
         if pool < n {
-            let approx = m.codes.scores(&q, index.may_split());
+            let approx = m.codes.scores(&qs, index.may_split());
             order.select_nth_unstable_by(pool, |a, b| approx[*b].total_cmp(&approx[*a]));
             order.truncate(pool);
         }
@@ -675,7 +726,10 @@ impl Semantic {
                         .rows
                         .get(&m.keys[i].chash)
                         .map_or(f32::NEG_INFINITY, |&r| {
-                            crate::retrieve::embed::dot(&inner.data[r * dim..(r + 1) * dim], &q)
+                            let row = &inner.data[r * dim..(r + 1) * dim];
+                            qs.iter()
+                                .map(|q| crate::retrieve::embed::dot(row, q))
+                                .fold(f32::NEG_INFINITY, f32::max)
                         });
                     (i, score)
                 })
@@ -764,8 +818,9 @@ mod tests {
         for r in &rows {
             q.push(r);
         }
-        for (t, query) in unit_vectors(5, dim, 42).iter().enumerate() {
-            let approx = q.scores(query, true);
+        let queries = unit_vectors(5, dim, 42);
+        for (t, query) in queries.iter().enumerate() {
+            let approx = q.scores(std::slice::from_ref(query), true);
             let exact: Vec<f32> = rows
                 .iter()
                 .map(|r| crate::retrieve::embed::dot(r, query))
@@ -786,10 +841,19 @@ mod tests {
                 "query {t}"
             );
         }
+        // Several queries (a prompt's passages) score each row by the nearest, in one pass.
+        let each: Vec<Vec<f32>> = queries[..3]
+            .iter()
+            .map(|query| q.scores(std::slice::from_ref(query), false))
+            .collect();
+        let all = q.scores(&queries[..3], true);
+        for (r, a) in all.iter().enumerate() {
+            assert_eq!(*a, each.iter().map(|s| s[r]).fold(f32::MIN, f32::max));
+        }
         // A zero or non-finite row scores 0 rather than NaN.
         q.push(&vec![0.0; dim]);
         q.push(&vec![f32::NAN; dim]);
-        let s = q.scores(&rows[0], false);
+        let s = q.scores(std::slice::from_ref(&rows[0]), false);
         assert_eq!(&s[s.len() - 2..], &[0.0, 0.0]);
         assert!((s[0] - 1.0).abs() < 0.02);
     }

@@ -25,12 +25,20 @@ pub trait Embedder: Send + Sync {
     fn dim(&self) -> usize;
     /// One L2-normalised vector per text, in order.
     fn embed(&self, texts: &[&str]) -> crate::error::Result<Vec<Vec<f32>>>;
-    /// The vector of one query a search is waiting for. The default is [`Embedder::embed`];
-    /// a remote embedder bounds it by its (shorter) query deadline.
+    /// The vectors of the passages of one query a search is waiting for, in order. The default
+    /// is [`Embedder::embed`]; a remote embedder bounds it by its (shorter) query deadline, a
+    /// local one reads up to [`MAX_TOKENS`] of each and spreads the passages over its threads.
+    fn embed_queries(&self, texts: &[&str]) -> crate::error::Result<Vec<Vec<f32>>> {
+        self.embed(texts)
+    }
+    /// The vector of one query text ([`Embedder::embed_queries`] of one).
     fn embed_query(&self, text: &str) -> crate::error::Result<Vec<f32>> {
-        self.embed(&[text])?.into_iter().next().ok_or_else(|| {
-            Error::Invalid(format!("the embedder `{}` returned no vector", self.id()))
-        })
+        self.embed_queries(&[text])?
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                Error::Invalid(format!("the embedder `{}` returned no vector", self.id()))
+            })
     }
 }
 
@@ -114,6 +122,8 @@ pub struct LocalEmbedder {
     /// products over the cores costs more in hand-offs than it saves, and leaves the other
     /// core to the lexical retriever and to concurrent requests.
     query_pool: Option<rayon::ThreadPool>,
+    /// A pool of one thread per core the passages of a long query run in together.
+    passage_pool: Option<rayon::ThreadPool>,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -220,6 +230,11 @@ impl LocalEmbedder {
                 .thread_name(|_| "skillsearch-query-embed".into())
                 .build()
                 .ok(),
+            passage_pool: rayon::ThreadPoolBuilder::new()
+                .num_threads(std::thread::available_parallelism().map_or(2, |n| n.get().min(8)))
+                .thread_name(|_| "skillsearch-passage-embed".into())
+                .build()
+                .ok(),
         };
         // A model that loads but cannot run (truncated weights, wrong shapes) fails here, once,
         // rather than on every query.
@@ -319,14 +334,17 @@ impl Embedder for LocalEmbedder {
         self.embed_upto(texts, DOC_TOKENS_INT8)
     }
 
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
-        let run = || self.embed_upto(&[text], MAX_TOKENS);
-        let mut out = match &self.query_pool {
-            Some(pool) => pool.install(run)?,
-            None => run()?,
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let run = || self.embed_upto(texts, MAX_TOKENS);
+        let pool = if texts.len() > 1 {
+            &self.passage_pool
+        } else {
+            &self.query_pool
         };
-        out.pop()
-            .ok_or_else(|| Error::Invalid(format!("the model `{}` returned no vector", self.id)))
+        match pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        }
     }
 }
 
