@@ -125,8 +125,12 @@ impl Embedder for SyntheticStore {
         self.model.embed(texts)
     }
 
-    fn embed_queries(&self, texts: &[&str]) -> skillsearch_core::Result<Vec<Vec<f32>>> {
-        self.model.embed_queries(texts)
+    fn embed_query(&self, text: &str) -> skillsearch_core::Result<Vec<f32>> {
+        self.model.embed_query(text)
+    }
+
+    fn embed_passages(&self, texts: &[&str]) -> skillsearch_core::Result<Vec<Vec<f32>>> {
+        self.model.embed_passages(texts)
     }
 }
 

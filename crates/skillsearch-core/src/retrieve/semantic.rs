@@ -594,31 +594,46 @@ impl Semantic {
         Ok(done)
     }
 
-    /// Embeds and stores the vectors of `queries`' passages in batches, so that later searches
-    /// for them (in this process or another) skip the model: for evaluation runs over a fixed
-    /// query set. Returns how many passages were embedded.
+    /// Embeds and stores the vectors of `queries` (a long one's passages in batches), so that
+    /// later searches for them (in this process or another) skip the model: for evaluation runs
+    /// over a fixed query set. Returns how many texts were embedded.
     pub fn store_queries(&self, queries: &[&str], words: usize, batch: usize) -> Result<usize> {
         let mut seen = std::collections::HashSet::new();
-        let todo: Vec<&str> = queries
-            .iter()
-            .flat_map(|q| query_passages(q, words))
-            .filter(|q| {
-                let h = text_hash(q);
-                seen.insert(h) && !self.store.has(h)
-            })
-            .collect();
-        for part in todo.chunks(batch.max(1)) {
-            let vecs = self.embedder.embed_queries(part)?;
+        let (mut whole, mut passages) = (Vec::new(), Vec::new());
+        for q in queries {
+            let texts = query_passages(q, words);
+            let split = texts.len() > 1;
+            for t in texts {
+                let h = text_hash(t);
+                if seen.insert(h) && !self.store.has(h) {
+                    if split { &mut passages } else { &mut whole }.push(t);
+                }
+            }
+        }
+        for (part, split) in whole
+            .chunks(batch.max(1))
+            .map(|p| (p, false))
+            .chain(passages.chunks(batch.max(1)).map(|p| (p, true)))
+        {
+            let vecs = self.embed_texts(part, split)?;
             let items: Vec<(u64, Vec<f32>)> = part.iter().map(|q| text_hash(q)).zip(vecs).collect();
             self.store.append(&items)?;
         }
-        Ok(todo.len())
+        Ok(whole.len() + passages.len())
+    }
+
+    /// The vectors of `texts`: a long query's passages when `passages`, else whole queries.
+    fn embed_texts(&self, texts: &[&str], passages: bool) -> Result<Vec<Vec<f32>>> {
+        if passages {
+            self.embedder.embed_passages(texts)
+        } else {
+            texts.iter().map(|t| self.embedder.embed_query(t)).collect()
+        }
     }
 
     /// The vectors of the query's passages of up to `words` words ([`passage::passages`]; 0:
-    /// the query whole), remembered for repeated
-    /// queries; a passage whose vector is stored (see [`Semantic::store_queries`]) is not
-    /// embedded again. A failure (the embedder's error, a wrong number of vectors or dimension,
+    /// the query whole), remembered for repeated queries; a text whose vector is stored (see
+    /// [`Semantic::store_queries`]) is not embedded again. A failure (the embedder's error, a wrong number of vectors or dimension,
     /// a value that is not finite) says that the query's embedding failed and why; nothing is
     /// remembered then, so the next search tries again.
     pub fn query_vectors(&self, query: &str, words: usize) -> Result<QueryVectors> {
@@ -645,8 +660,7 @@ impl Semantic {
             .collect();
         if !missing.is_empty() {
             let embedded = self
-                .embedder
-                .embed_queries(&missing)
+                .embed_texts(&missing, texts.len() > 1)
                 .map_err(|e| failed(e.to_string()))?;
             if embedded.len() != missing.len() {
                 return Err(failed(format!(

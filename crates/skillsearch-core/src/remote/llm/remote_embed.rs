@@ -189,7 +189,13 @@ impl Embedder for RemoteEmbedder {
         Ok(out)
     }
 
-    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        self.embed_batch(&[text], self.query_timeout)?
+            .pop()
+            .ok_or_else(|| self.bad("no embedding for the query".into()))
+    }
+
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         self.embed_batch(texts, self.query_timeout)
     }
 }

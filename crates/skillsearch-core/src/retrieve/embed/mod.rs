@@ -25,20 +25,18 @@ pub trait Embedder: Send + Sync {
     fn dim(&self) -> usize;
     /// One L2-normalised vector per text, in order.
     fn embed(&self, texts: &[&str]) -> crate::error::Result<Vec<Vec<f32>>>;
-    /// The vectors of the passages of one query a search is waiting for, in order. The default
-    /// is [`Embedder::embed`]; a remote embedder bounds it by its (shorter) query deadline, a
-    /// local one reads up to [`MAX_TOKENS`] of each and spreads the passages over its threads.
-    fn embed_queries(&self, texts: &[&str]) -> crate::error::Result<Vec<Vec<f32>>> {
-        self.embed(texts)
-    }
-    /// The vector of one query text ([`Embedder::embed_queries`] of one).
+    /// The vector of one query a search is waiting for. The default is [`Embedder::embed`];
+    /// a remote embedder bounds it by its (shorter) query deadline.
     fn embed_query(&self, text: &str) -> crate::error::Result<Vec<f32>> {
-        self.embed_queries(&[text])?
-            .into_iter()
-            .next()
-            .ok_or_else(|| {
-                Error::Invalid(format!("the embedder `{}` returned no vector", self.id()))
-            })
+        self.embed(&[text])?.into_iter().next().ok_or_else(|| {
+            Error::Invalid(format!("the embedder `{}` returned no vector", self.id()))
+        })
+    }
+    /// The vectors of a long query's passages (`retrieve::passage`), in order, a search waiting
+    /// for them. The default is [`Embedder::embed`]; a remote embedder sends them in one request
+    /// under its query deadline, a local one spreads them over its threads.
+    fn embed_passages(&self, texts: &[&str]) -> crate::error::Result<Vec<Vec<f32>>> {
+        self.embed(texts)
     }
 }
 
@@ -49,10 +47,13 @@ pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safe
 /// MiniLM; the tokenizer file's own 128 is overridden, see [`LocalEmbedder::load`]).
 pub const MAX_TOKENS: usize = 256;
 
-/// Tokens of one skill's text the int8 encoder reads (queries keep [`MAX_TOKENS`]): the length
-/// all-MiniLM-L6-v2 was trained at. The pool's texts average ~205 tokens, so this nearly halves
-/// the cost of embedding a library; dev quality moved within noise either way (docs/ranking.md,
-/// "Embedding a library").
+/// Tokens of one skill's text, or of one passage of a long query, the int8 encoder reads (a
+/// whole query keeps [`MAX_TOKENS`]): the length all-MiniLM-L6-v2 was trained at. The pool's
+/// texts average ~205 tokens, so this nearly halves the cost of embedding a library; dev
+/// quality moved within noise either way (docs/ranking.md, "Embedding a library"). A long
+/// query's passages are 60 words, ~80 tokens, but code-heavy ones reach 200: cut here, the
+/// slowest prompts cost a quarter less and dev quality holds (docs/ranking.md, "Long prompts as
+/// passages").
 pub const DOC_TOKENS_INT8: usize = 128;
 
 /// Where models live under a home directory (`skillsearch models add` copies them there).
@@ -334,14 +335,19 @@ impl Embedder for LocalEmbedder {
         self.embed_upto(texts, DOC_TOKENS_INT8)
     }
 
-    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        let run = || self.embed_upto(texts, MAX_TOKENS);
-        let pool = if texts.len() > 1 {
-            &self.passage_pool
-        } else {
-            &self.query_pool
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        let run = || self.embed_upto(&[text], MAX_TOKENS);
+        let mut out = match &self.query_pool {
+            Some(pool) => pool.install(run)?,
+            None => run()?,
         };
-        match pool {
+        out.pop()
+            .ok_or_else(|| Error::Invalid(format!("the model `{}` returned no vector", self.id)))
+    }
+
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let run = || self.embed_upto(texts, DOC_TOKENS_INT8);
+        match &self.passage_pool {
             Some(pool) => pool.install(run),
             None => run(),
         }
@@ -522,6 +528,9 @@ mod tests {
             int8.embed_query(&head).unwrap(),
             int8.embed(&[&head]).unwrap()[0]
         );
+        // A long query's passages are read like skills' texts, each alone.
+        let passages = int8.embed_passages(&[long.as_str(), texts[2]]).unwrap();
+        assert_eq!(passages, [b[6].clone(), b[2].clone()]);
     }
 
     #[test]
