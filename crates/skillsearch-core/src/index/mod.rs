@@ -936,6 +936,59 @@ impl SkillIndex {
         Ok((searcher, keys))
     }
 
+    /// The document of id `rel` that counts (the first root's; valid or not), read from the
+    /// index directly: one term lookup, however many skills it holds, where
+    /// [`Self::doc_keys`] reads every document once per commit.
+    pub fn key_of(&self, rel: &str) -> Result<Option<DocKey>> {
+        let searcher = self.searcher();
+        let q = TermQuery::new(
+            Term::from_field_text(self.f.rel, rel),
+            IndexRecordOption::Basic,
+        );
+        let docs = searcher
+            .search(&q, &DocSetCollector)
+            .map_err(|e| self.index_err(e))?;
+        let mut best: Option<DocKey> = None;
+        for addr in docs {
+            let key = self.key_at(&searcher, addr)?;
+            if best.as_ref().is_none_or(|b| key.root < b.root) {
+                best = Some(key);
+            }
+        }
+        Ok(best)
+    }
+
+    /// The key of the document at `addr` of `searcher`, from its fast fields.
+    fn key_at(&self, searcher: &Searcher, addr: tantivy::DocAddress) -> Result<DocKey> {
+        let e = |e: tantivy::TantivyError| self.index_err(e);
+        let ff = searcher.segment_reader(addr.segment_ord).fast_fields();
+        let doc = addr.doc_id;
+        let u =
+            |name: &str| -> Result<u64> { Ok(ff.u64(name).map_err(e)?.first(doc).unwrap_or(0)) };
+        let text = |name: &str| -> Result<String> {
+            let mut out = String::new();
+            if let Some(col) = ff.str(name).map_err(e)?
+                && let Some(ord) = col.term_ords(doc).next()
+            {
+                col.ord_to_str(ord, &mut out)
+                    .map_err(|err| Error::io(&self.dir, err))?;
+            }
+            Ok(out)
+        };
+        Ok(DocKey {
+            root: u("root")? as usize,
+            rel: text("rel")?,
+            path: PathBuf::from(text("path")?),
+            name: text("name_key")?,
+            valid: u("valid")? == 1,
+            has_diag: u("has_diag")? == 1,
+            chash: u("chash")?,
+            size: u("size")?,
+            mtime_ns: ff.i64("mtime").map_err(e)?.first(doc).unwrap_or(0),
+            address: addr,
+        })
+    }
+
     fn read_doc_keys(&self, searcher: &Searcher) -> Result<Vec<DocKey>> {
         let mut out = Vec::with_capacity(searcher.num_docs() as usize);
         let e = |e: tantivy::TantivyError| self.index_err(e);
