@@ -2,9 +2,11 @@
 //! for the model, embeddings and hub endpoints ([`Fake`]), a temporary home and skill library
 //! ([`Env`]), skill files ([`write_skill`]), golden files ([`golden`]) and zip bundles
 //! ([`zip_of`]), the means to test file-system faults ([`sys`]: FIFOs, read-only homes, a small
-//! full file system, operations that must not hang), a real daemon to fault ([`daemon`]), and a
-//! real PostgreSQL for the hub store ([`pg`]).
+//! full file system, operations that must not hang), a real daemon to fault ([`daemon`]), a
+//! real PostgreSQL for the hub store ([`pg`]), and a real browser to click through a page
+//! ([`browser`]: headless Chromium over the DevTools protocol).
 
+pub mod browser;
 pub mod daemon;
 mod fake;
 mod files;

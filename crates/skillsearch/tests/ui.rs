@@ -1,18 +1,21 @@
 //! `skillsearch ui` end to end: the real binary on a loopback port the OS picks, its JSON routes
 //! read over plain HTTP/1.1, and the page itself in a real browser (headless Chromium from
-//! Debian's `chromium` package, `--dump-dom` after the page's scripts ran) asserting on what a
+//! Debian's `chromium` package, driven over the DevTools protocol: [`Page`]) asserting on what a
 //! person sees: search hits with their explanation, the turns table, the empty-log message, a
-//! 100,000-turn log paged, and the ClawHub corpus with a 200-turn log made by real turns.
+//! 100,000-turn log paged, the ClawHub corpus with a 200-turn log made by real turns, and a
+//! person's clicks and keys: a prompt typed and sent, the turns filtered by host, date, surface
+//! and mode, the pages turned, the sections brought up from the header.
 //!
 //! Without `chromium` on PATH the browser tests print `skipped: chromium not installed` and
 //! return, unless `UI_BROWSER_TESTS=1` (CI), where a missing browser fails them.
 
 use serde_json::{Value, json};
 use skillsearch_core::turn::decision_log::{Decision, DecisionLog, LoggedHit, LoggedTools};
+use skillsearch_testkit::browser::{self, Browser};
 use skillsearch_testkit::daemon::{Daemon, http};
 use skillsearch_testkit::{Env, write_file, write_skill};
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -71,6 +74,24 @@ fn turn(i: usize, host: &str, mode: &str, query: &str, hits: &[&str], tokens: us
     d.retrievers = vec!["lexical".into()];
     d.elapsed_ms.insert("total".into(), 3.25);
     d
+}
+
+/// A library of two skills, `pdf-tables` and `slack-post`.
+fn two_skills() -> Env {
+    let e = Env::new();
+    e.skill(
+        "pdf-tables",
+        "pdf-tables",
+        "Extract tables from PDF files",
+        "Body.",
+    );
+    e.skill(
+        "slack-post",
+        "slack-post",
+        "Post a message to Slack",
+        "Body.",
+    );
+    e
 }
 
 /// A small library over two roots: a shadowed copy, a skill this machine cannot run, and a
@@ -266,6 +287,21 @@ fn the_api_answers_search_turns_funnel_library_and_evals() {
         .map(|f| (f["name"].as_str().unwrap(), f["turns"].as_u64().unwrap()))
         .collect();
     assert_eq!(hosts, [("claude-code", 20), ("codex", 11), ("openclaw", 1)]);
+    // By surface: the planned turn came through `serve`; no turn lacks a host.
+    let t = get(&d, "/api/turns?surface=serve");
+    assert_eq!(
+        (t["total"].as_u64(), t["turns"][0]["mode"].as_str()),
+        (Some(1), Some("plan"))
+    );
+    let surfaces: Vec<(&str, u64)> = t["surfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["name"].as_str().unwrap(), f["turns"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(surfaces, [("hook", 31), ("serve", 1)]);
+    assert_eq!(get(&d, "/api/turns?surface=serve&mode=auto")["total"], 0);
+    assert_eq!(get(&d, "/api/turns?host=-")["total"], 0);
     let failed = get(&d, "/api/turns?page=3&per_page=10");
     assert_eq!(failed["turns"][4]["error"], "deadline passed", "{failed}");
 
@@ -332,13 +368,7 @@ fn the_api_answers_search_turns_funnel_library_and_evals() {
 
 #[test]
 fn bad_requests_get_clear_json_errors() {
-    let e = Env::new();
-    e.skill(
-        "pdf-tables",
-        "pdf-tables",
-        "Extract tables from PDF files",
-        "Body.",
-    );
+    let e = two_skills();
     let d = ui(&e.home, &[&e.root], &[], &[]);
     let err = |path: &str, headers: &[&str], status: u16, code: &str, says: &str| {
         let (st, v, _) = get_with(&d, path, headers);
@@ -430,13 +460,7 @@ fn bad_requests_get_clear_json_errors() {
 
 #[test]
 fn off_loopback_needs_a_token_and_a_token_guards_every_api_call() {
-    let e = Env::new();
-    e.skill(
-        "pdf-tables",
-        "pdf-tables",
-        "Extract tables from PDF files",
-        "Body.",
-    );
+    let e = two_skills();
     let out = e
         .command(BIN)
         .args(["ui", "--listen", "0.0.0.0:0", "--skills"])
@@ -494,19 +518,7 @@ fn write_log(path: &Path, n: usize) {
 
 #[test]
 fn a_100000_turn_log_is_paged_and_a_page_is_small_and_fast() {
-    let e = Env::new();
-    e.skill(
-        "pdf-tables",
-        "pdf-tables",
-        "Extract tables from PDF files",
-        "Body.",
-    );
-    e.skill(
-        "slack-post",
-        "slack-post",
-        "Post a message to Slack",
-        "Body.",
-    );
+    let e = two_skills();
     write_log(&e.home.join("logs/decisions.jsonl"), 100_000);
     let d = ui(&e.home, &[&e.root], &[], &[]);
     let started = Instant::now();
@@ -564,138 +576,138 @@ fn a_100000_turn_log_is_paged_and_a_page_is_small_and_fast() {
 
 // ------------------------------------------------------------------ the page in a browser
 
-/// The `chromium` binary, or `None` (after saying so) when it is missing and
-/// `UI_BROWSER_TESTS` is unset; with `UI_BROWSER_TESTS=1` a missing browser fails the test.
-fn chromium() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("chromium"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("UI_BROWSER_TESTS").is_none(),
-            "UI_BROWSER_TESTS is set but chromium is not installed (apt-get install chromium)"
+/// The page as a person has it: one headless Chromium tab (`skillsearch_testkit::browser`,
+/// driven over the DevTools protocol) that a browser test opens `ui`'s page in, clicks and
+/// types into, and reads. Every browser test starts here.
+struct Page {
+    browser: Browser,
+}
+
+impl Page {
+    /// A browser, or `None` (after saying so) when `chromium` is missing and
+    /// `UI_BROWSER_TESTS` is unset; with `UI_BROWSER_TESTS=1` a missing browser fails the test.
+    fn start() -> Option<Page> {
+        let Some(chromium) = browser::chromium() else {
+            assert!(
+                std::env::var_os("UI_BROWSER_TESTS").is_none(),
+                "UI_BROWSER_TESTS is set but chromium is not installed (apt-get install chromium)"
+            );
+            eprintln!("skipped: chromium not installed");
+            return None;
+        };
+        Some(Page {
+            browser: Browser::launch(&chromium),
+        })
+    }
+
+    /// Opens `path` of the page `d` serves and waits until its scripts have drawn everything,
+    /// with no script error or blocked resource on the way.
+    fn open(&mut self, d: &Daemon, path: &str) {
+        let url = format!("http://{}{path}", d.addr);
+        // Marks the document being left, so the wait below sees only the new one.
+        self.eval("window.leaving = true");
+        self.navigate(&url);
+        self.wait_for(
+            "!window.leaving && document.body && document.body.dataset.ready === '1'",
+            &format!("{url} to finish loading"),
         );
-        eprintln!("skipped: chromium not installed");
+        self.assert_fine();
     }
-    found
+
+    /// No script error, blocked resource or policy violation so far.
+    fn assert_fine(&mut self) {
+        let problems = self.problems();
+        assert!(problems.is_empty(), "the page had problems: {problems:#?}");
+    }
+
+    /// The text of `#id` as a person reads it.
+    fn text(&mut self, id: &str) -> String {
+        self.browser
+            .text(&format!("#{id}"))
+            .unwrap_or_else(|| panic!("no #{id} on the page"))
+    }
+
+    /// Rows of the turns table.
+    fn rows(&mut self) -> usize {
+        self.count("#turns-body tr.turn")
+    }
+
+    /// The texts of one column of the turns table (1: `#`, 2: time, 3: host, 4: surface, 5:
+    /// mode), top to bottom.
+    fn column(&mut self, n: usize) -> Vec<String> {
+        let v = self.eval(&format!(
+            "[...document.querySelectorAll('#turns-body tr.turn td:nth-child({n})')].map((td) => td.innerText)"
+        ));
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// Whether a person sees the element `selector` matches: its top edge inside the window
+    /// and nothing (the sticky header) drawn over it there.
+    fn seen(&mut self, selector: &str) -> bool {
+        let js = format!(
+            "(() => {{ const e = document.querySelector({}); const r = e.getBoundingClientRect(); \
+             if (r.top < 0 || r.top + 4 > innerHeight) return false; \
+             const at = document.elementFromPoint(r.left + 4, r.top + 4); \
+             return !!at && (at === e || e.contains(at)); }})()",
+            json!(selector)
+        );
+        self.eval(&js) == Value::Bool(true)
+    }
+
+    /// Waits until `#id`'s text starts with `prefix`.
+    fn wait_text(&mut self, id: &str, prefix: &str) {
+        let js = format!(
+            "(() => {{ const e = document.getElementById({}); return !!e && e.innerText.replace(/\\s+/g, ' ').trim().startsWith({}); }})()",
+            json!(id),
+            json!(prefix)
+        );
+        self.wait_for(&js, &format!("#{id} to read {prefix:?}"));
+    }
+
+    /// Chooses the option of the list `#id` whose text starts with `text`, as a person does
+    /// with the keyboard: a click gives the list the focus, typing picks the option, Enter
+    /// takes it.
+    fn choose(&mut self, id: &str, text: &str) {
+        self.click(&format!("#{id}"));
+        self.type_text(text);
+        self.press("Enter");
+        let js = format!(
+            "(() => {{ const s = document.getElementById({}); return s.selectedIndex >= 0 && s.options[s.selectedIndex].text.startsWith({}); }})()",
+            json!(id),
+            json!(text)
+        );
+        self.wait_for(&js, &format!("#{id} to show {text:?}"));
+    }
 }
 
-/// The page at `path` as the browser has it once its scripts ran: the DOM, serialised.
-fn dom(browser: &Path, d: &Daemon, path: &str) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let url = format!("http://{}{path}", d.addr);
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-extensions",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(&url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = String::new();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let started = Instant::now();
-    let reading = std::thread::spawn(move || {
-        let mut s = String::new();
-        while reader.read_line(&mut s).is_ok_and(|n| n > 0) {}
-        s
-    });
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(90) {
-            let _ = child.kill();
-            panic!("chromium did not finish {url} within 90 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+impl std::ops::Deref for Page {
+    type Target = Browser;
+    fn deref(&self) -> &Browser {
+        &self.browser
     }
-    out.push_str(&reading.join().unwrap());
-    assert!(out.contains("</html>"), "no DOM for {url}: {out}");
-    assert!(
-        out.contains("data-ready=\"1\""),
-        "the page's scripts did not finish for {url}: {out}"
-    );
-    out
 }
 
-/// The text of the element with `id` (tags stripped, entities of `&`, `<`, `>` decoded).
-fn text_of(html: &str, id: &str) -> String {
-    let at = html
-        .find(&format!("id=\"{id}\""))
-        .unwrap_or_else(|| panic!("no #{id} in {html}"));
-    let open = html[..at].rfind('<').unwrap();
-    let tag: String = html[open + 1..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric())
-        .collect();
-    // The element ends at its closing tag, counting nested ones of the same name.
-    let mut depth = 0;
-    let mut i = open;
-    let end = loop {
-        let next_open = html[i + 1..].find(&format!("<{tag}")).map(|p| p + i + 1);
-        let next_close = html[i + 1..]
-            .find(&format!("</{tag}>"))
-            .map(|p| p + i + 1)
-            .unwrap();
-        match next_open {
-            Some(o) if o < next_close => {
-                depth += 1;
-                i = o;
-            }
-            _ if depth > 0 => {
-                depth -= 1;
-                i = next_close;
-            }
-            _ => break next_close,
-        }
-    };
-    let mut text = String::new();
-    let mut in_tag = false;
-    for c in html[open..end].chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => {
-                in_tag = false;
-                text.push(' ');
-            }
-            c if !in_tag => text.push(c),
-            _ => {}
-        }
+impl std::ops::DerefMut for Page {
+    fn deref_mut(&mut self) -> &mut Browser {
+        &mut self.browser
     }
-    let text = text
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&amp;", "&")
-        .replace("&nbsp;", " ");
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Rows of the turns table.
-fn turn_rows(html: &str) -> usize {
-    html.matches("<tr class=\"turn").count()
 }
 
 #[test]
 fn in_a_browser_search_explains_and_an_empty_log_says_so() {
-    let Some(browser) = chromium() else { return };
+    let Some(mut page) = Page::start() else {
+        return;
+    };
     let e = Env::new();
     let second = library(&e);
     let d = ui(&e.home, &[&e.root, &second], &[], &[]);
-    let html = dom(&browser, &d, "/?q=extract+tables+from+a+scanned+pdf");
-    let hits = text_of(&html, "search-hits");
+    page.open(&d, "/?q=extract+tables+from+a+scanned+pdf");
+    let hits = page.text("search-hits");
     assert!(
         hits.starts_with("rank skill score turn 1 pdf-tables local/pdf-tables"),
         "{hits}"
     );
-    let why = text_of(&html, "explain-text");
+    let why = page.text("explain-text");
     assert!(
         why.contains("query: extract tables from a scanned pdf"),
         "{why}"
@@ -703,75 +715,258 @@ fn in_a_browser_search_explains_and_an_empty_log_says_so() {
     assert!(why.contains("hits (top"), "{why}");
     assert!(why.contains("local/pdf-tables"), "{why}");
     // No turns yet: said in words, in the table's place and the funnel's.
-    let empty = text_of(&html, "turns-empty");
+    let empty = page.text("turns-empty");
     assert!(empty.starts_with("No turns logged yet in "), "{empty}");
-    assert_eq!(turn_rows(&html), 0);
-    assert!(text_of(&html, "page-label").contains("page 1 of 1"));
-    let funnel = text_of(&html, "funnel-empty");
+    assert_eq!(page.rows(), 0);
+    assert!(page.text("page-label").contains("page 1 of 1"));
+    let funnel = page.text("funnel-empty");
     assert!(
         funnel.starts_with("No turns to plot yet. Listing all 3 eligible skills"),
         "{funnel}"
     );
     // The library says what is held back, shadowed and broken.
-    let lib = text_of(&html, "library-summary");
+    let lib = page.text("library-summary");
     assert!(
         lib.contains("1 held back") && lib.contains("1 shadowed copies"),
         "{lib}"
     );
-    assert!(text_of(&html, "library-held").contains("needs-tool"));
-    assert!(text_of(&html, "library-shadowed").contains("pdf-tables"));
-    assert!(text_of(&html, "evals-empty").starts_with("No stored runs in "));
+    assert!(page.text("library-held").contains("needs-tool"));
+    assert!(page.text("library-shadowed").contains("pdf-tables"));
+    assert!(page.text("evals-empty").starts_with("No stored runs in "));
 }
 
 #[test]
 fn in_a_browser_a_100000_turn_log_shows_page_1_of_2000_and_filters() {
-    let Some(browser) = chromium() else { return };
-    let e = Env::new();
-    e.skill(
-        "pdf-tables",
-        "pdf-tables",
-        "Extract tables from PDF files",
-        "Body.",
-    );
-    e.skill(
-        "slack-post",
-        "slack-post",
-        "Post a message to Slack",
-        "Body.",
-    );
+    let Some(mut page) = Page::start() else {
+        return;
+    };
+    let e = two_skills();
     write_log(&e.home.join("logs/decisions.jsonl"), 100_000);
     let d = ui(&e.home, &[&e.root], &[], &[]);
     // Indexed once before the browser looks (the first request pays for it).
     get(&d, "/api/turns?per_page=1");
     let started = Instant::now();
-    let html = dom(&browser, &d, "/");
+    page.open(&d, "/");
     let took = started.elapsed();
+    let label = page.text("page-label");
+    assert!(label.contains("page 1 of 2,000"), "{label}");
+    assert_eq!(page.rows(), 50);
+    assert!(page.text("turns-summary").starts_with("100,000 turns"));
     assert!(
-        text_of(&html, "page-label").contains("page 1 of 2,000"),
-        "{}",
-        text_of(&html, "page-label")
-    );
-    assert_eq!(turn_rows(&html), 50);
-    assert!(text_of(&html, "turns-summary").starts_with("100,000 turns"));
-    assert!(
-        text_of(&html, "turns-body")
+        page.text("turns-body")
             .contains("turn 99999: extract the tables from report-99999.pdf")
     );
     assert!(
-        text_of(&html, "funnel-text")
+        page.text("funnel-text")
             .starts_with("Over 100,000 turns skillsearch injected or returned")
     );
-    assert!(html.contains("<polyline"), "the funnel is drawn");
+    assert!(
+        page.count("#funnel-plot polyline") > 0,
+        "the funnel is drawn"
+    );
     assert!(took < Duration::from_secs(30), "the page took {took:?}");
     // Filters and pages live in the address.
-    let html = dom(&browser, &d, "/?host=codex&page=3");
-    assert!(text_of(&html, "page-label").contains("page 3 of 500"));
-    assert!(text_of(&html, "turns-summary").starts_with("25,000 turns of 100,000"));
-    let body = text_of(&html, "turns-body");
+    page.open(&d, "/?host=codex&page=3");
+    assert!(page.text("page-label").contains("page 3 of 500"));
     assert!(
-        !body.contains("claude-code") && body.contains("codex"),
-        "{body}"
+        page.text("turns-summary")
+            .starts_with("25,000 turns of 100,000")
     );
+    let hosts = page.column(3);
+    assert!(
+        hosts.len() == 50 && hosts.iter().all(|h| h == "codex"),
+        "{hosts:?}"
+    );
+}
+
+/// A log a person can filter every way: a turn every half hour over five days (2026-11-01 to
+/// 2026-11-05), the hook's turns of three hosts in both modes, and every eighth an MCP tool call
+/// (no host). Returns (host, surface, day, query) per turn, oldest first.
+fn filterable_log(home: &Path) -> Vec<(&'static str, &'static str, String, String)> {
+    let log = DecisionLog::new(home.join("logs/decisions.jsonl"), 1 << 30);
+    let hosts = ["claude-code", "codex", "codebuddy"];
+    let mut turns = Vec::new();
+    for i in 0..240 {
+        let query = format!("turn {i}: extract the tables from report-{i}.pdf");
+        let d = if i % 8 == 7 {
+            let mut d = turn(i * 1800, "", "skill_search", &query, &["pdf-tables"], 300);
+            d.surface = "mcp".into();
+            d
+        } else {
+            let mode = if i % 5 == 0 { "on_demand" } else { "auto" };
+            turn(i * 1800, hosts[i % 3], mode, &query, &["pdf-tables"], 1500)
+        };
+        log.append(&d).unwrap();
+        let day = d.ts[..10].to_owned();
+        turns.push((
+            if d.host.is_empty() { "" } else { hosts[i % 3] },
+            if d.surface == "mcp" { "mcp" } else { "hook" },
+            day,
+            query,
+        ));
+    }
+    turns
+}
+
+#[test]
+fn in_a_browser_a_person_searches_filters_pages_and_moves_between_sections() {
+    let Some(mut page) = Page::start() else {
+        return;
+    };
+    let e = two_skills();
+    let log = filterable_log(&e.home);
+    let d = ui(&e.home, &[&e.root], &[], &[]);
+    page.open(&d, "/");
+    assert!(page.text("turns-summary").starts_with("240 turns"));
+    assert_eq!(page.text("page-label"), "page 1 of 5");
+    assert_eq!(page.rows(), 50);
+    assert_eq!(page.text("search-out"), "");
+    let surfaces = page.text("f-surface");
+    assert_eq!(surfaces, "all hook (210) mcp (30)");
+
+    // The sections: a click on one in the header brings it up, its heading not under the
+    // header.
+    assert!(
+        !page.seen("#library h2"),
+        "the library starts below the fold"
+    );
+    page.click("header nav a[href='#library']");
+    page.wait_for(
+        "location.hash === '#library'",
+        "the address to name #library",
+    );
+    page.wait_for(
+        "document.scrollingElement.scrollTop > 0",
+        "the page to scroll",
+    );
+    assert!(page.seen("#library h2"), "the Library heading is in view");
+    assert!(
+        page.text("library-summary")
+            .starts_with("2 skills in 2 files")
+    );
+    page.click("header nav a[href='#search']");
+    page.wait_for("location.hash === '#search'", "the address to name #search");
+    assert!(page.seen("#search h2"));
+    assert!(!page.seen("#library h2"));
+
+    // Search: type a prompt and press Enter; the hits and why appear, and the address keeps it.
+    page.click("#q");
+    page.type_text("extract tables from a scanned pdf");
+    page.press("Enter");
+    page.wait_for("document.getElementById('search-hits')", "the search hits");
+    let hits = page.text("search-hits");
+    assert!(
+        hits.starts_with("rank skill score turn 1 pdf-tables local/pdf-tables"),
+        "{hits}"
+    );
+    let why = page.text("explain-text");
+    assert!(
+        why.contains("query: extract tables from a scanned pdf") && why.contains("hits (top"),
+        "{why}"
+    );
+    assert!(
+        page.url().contains("?q=extract+tables+from+a+scanned+pdf"),
+        "{}",
+        page.url()
+    );
+    // Another prompt over the first, sent with the button.
+    page.click("#q");
+    page.press("ctrl+a");
+    page.type_text("post a message to a slack channel");
+    page.click("#search-form button");
+    page.wait_text(
+        "search-hits",
+        "rank skill score turn 1 slack-post local/slack-post",
+    );
+    assert!(
+        page.text("explain-text")
+            .contains("query: post a message to a slack channel")
+    );
+
+    // Filter by host: the list, the count and the funnel follow.
+    let codex: Vec<_> = log.iter().filter(|t| t.0 == "codex").collect();
+    page.choose("f-host", "codex");
+    page.click("#turns-form button[type=submit]");
+    page.wait_text("turns-summary", &format!("{} turns of 240", codex.len()));
+    let hosts = page.column(3);
+    assert!(
+        hosts.len() == 50 && hosts.iter().all(|h| h == "codex"),
+        "{hosts:?}"
+    );
+    assert_eq!(page.text("page-label"), "page 1 of 2");
+    assert!(page.url().contains("host=codex"), "{}", page.url());
+    page.wait_text("funnel-text", &format!("Over {} turns", codex.len()));
+
+    // The next page, and back.
+    let first = page.column(1);
+    page.click("#older");
+    page.wait_text("page-label", "page 2 of 2");
+    let second = page.column(1);
+    assert_eq!(second.len(), codex.len() - 50);
+    assert!(second[0].parse::<usize>().unwrap() < first[49].parse::<usize>().unwrap());
+    assert!(page.column(3).iter().all(|h| h == "codex"));
+    assert!(page.url().contains("page=2"), "{}", page.url());
+    assert_eq!(
+        page.eval("document.getElementById('older').disabled"),
+        Value::Bool(true)
+    );
+    page.click("#newer");
+    page.wait_text("page-label", "page 1 of 2");
+    assert_eq!(page.column(1), first);
+
+    // Filter by date: one day typed into both date fields (month first: the browser speaks
+    // US English here), each clicked on its month.
+    let day3: Vec<_> = codex.iter().filter(|t| t.2 == "2026-11-03").collect();
+    for field in ["#f-since", "#f-until"] {
+        page.click_at(field, 0.12);
+        page.type_text("11032026");
+    }
+    page.click("#turns-form button[type=submit]");
+    page.wait_text("turns-summary", &format!("{} turns of 240", day3.len()));
+    let times = page.column(2);
+    assert!(
+        times.len() == day3.len() && times.iter().all(|t| t.starts_with("2026-11-03 ")),
+        "{times:?}"
+    );
+    assert_eq!(page.text("page-label"), "page 1 of 1");
+    assert!(
+        page.url().contains("since=2026-11-03") && page.url().contains("until=2026-11-03"),
+        "{}",
+        page.url()
+    );
+
+    // Filter by surface, every host: the hook's turns of that day; then "(none)" for the host:
+    // a hook turn always names one.
+    let day: Vec<_> = log.iter().filter(|t| t.2 == "2026-11-03").collect();
+    let hook = day.iter().filter(|t| t.1 == "hook").count();
+    page.choose("f-host", "all");
+    page.choose("f-surface", "hook");
+    page.click("#turns-form button[type=submit]");
+    page.wait_text("turns-summary", &format!("{hook} turns of 240"));
+    assert!(page.column(4).iter().all(|s| s == "hook"));
+    assert!(page.column(3).iter().all(|h| h != "—"));
+    assert!(page.url().contains("surface=hook"), "{}", page.url());
+    page.choose("f-host", "(none)");
+    page.click("#turns-form button[type=submit]");
+    page.wait_text("turns-empty", "None of the 240 turns match these filters.");
+    assert_eq!(page.rows(), 0);
+    // Every surface: the MCP tool calls of that day, which name no host.
+    let mcp: Vec<_> = day.iter().filter(|t| t.1 == "mcp").collect();
+    page.choose("f-surface", "all");
+    page.click("#turns-form button[type=submit]");
+    page.wait_text("turns-summary", &format!("{} turns of 240", mcp.len()));
+    assert!(page.url().contains("host=-"), "{}", page.url());
+    assert!(page.column(4).iter().all(|s| s == "mcp"));
+    assert!(page.column(3).iter().all(|h| h == "—"));
+    assert!(page.column(5).iter().all(|m| m == "skill_search"));
+    assert!(page.text("turns-body").contains(&mcp[0].3));
+
+    // A filter nothing matches says so.
+    page.choose("f-mode", "on_demand");
+    page.click("#turns-form button[type=submit]");
+    page.wait_text("turns-empty", "None of the 240 turns match these filters.");
+    assert_eq!(page.rows(), 0);
+    page.assert_fine();
 }
 
 /// Prompts for the scripted log: what agents are asked to do, some matching ClawHub skills,
@@ -801,7 +996,9 @@ const PROMPTS: &[&str] = &[
 
 #[test]
 fn in_a_browser_the_clawhub_library_with_200_real_turns_answers_the_three_questions() {
-    let Some(browser) = chromium() else { return };
+    let Some(mut page) = Page::start() else {
+        return;
+    };
     let clawhub =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/eval/corpora/clawhub");
     if !clawhub.is_dir() {
@@ -923,9 +1120,9 @@ fn in_a_browser_the_clawhub_library_with_200_real_turns_answers_the_three_questi
     );
     let t = get(&d, "/api/turns?per_page=1");
     assert_eq!(t["all"], 200, "{t}");
-    let html = dom(&browser, &d, "/");
+    page.open(&d, "/");
     // What did a turn cost, and what did the catalogue it replaced cost?
-    let funnel = text_of(&html, "funnel-text");
+    let funnel = page.text("funnel-text");
     assert!(
         funnel.contains("OpenClaw's catalogue of the same 2,"),
         "{funnel}"
@@ -938,22 +1135,22 @@ fn in_a_browser_the_clawhub_library_with_200_real_turns_answers_the_three_questi
         f["catalogue"]
     );
     assert!(f["saved_share"].as_f64().unwrap() > 0.9, "{f}");
-    let tools = text_of(&html, "tools-text");
+    let tools = page.text("tools-text");
     assert!(
         tools.starts_with("16 turns planned tool visibility"),
         "{tools}"
     );
     assert!(f["tools_hidden"].as_u64().unwrap() > 0, "{f}");
     assert!(
-        html.contains("aria-label=\"tool-schema tokens shown vs hidden\""),
+        page.count("#tools-plot svg[aria-label='tool-schema tokens shown vs hidden']") == 1,
         "the tool plot is drawn"
     );
     // Why was this skill injected? The turns, each with what it injected, and the search.
-    assert_eq!(turn_rows(&html), 50);
-    assert!(text_of(&html, "page-label").contains("page 1 of 4"));
-    let body = text_of(&html, "turns-body");
+    assert_eq!(page.rows(), 50);
+    assert!(page.text("page-label").contains("page 1 of 4"));
+    let body = page.text("turns-body");
     assert!(body.contains("openclaw") && body.contains("plan"), "{body}");
-    let hosts = text_of(&html, "f-host");
+    let hosts = page.text("f-host");
     for h in [
         "claude-code (50)",
         "codex (50)",
@@ -963,20 +1160,16 @@ fn in_a_browser_the_clawhub_library_with_200_real_turns_answers_the_three_questi
         assert!(hosts.contains(h), "{hosts}");
     }
     // Which skills are never found, or held back, and why?
-    let lib = text_of(&html, "library-summary");
+    let lib = page.text("library-summary");
     assert!(
         lib.contains("skills in") && lib.contains("2 roots"),
         "{lib}"
     );
-    let never = text_of(&html, "never-found");
+    let never = page.text("never-found");
     assert!(
         never.contains("were not found by any of the last 200 turns"),
         "{never}"
     );
-    let html = dom(
-        &browser,
-        &d,
-        "/?q=extract+the+tables+from+this+scanned+PDF+invoice",
-    );
-    assert!(text_of(&html, "explain-text").contains("hits (top"));
+    page.open(&d, "/?q=extract+the+tables+from+this+scanned+PDF+invoice");
+    assert!(page.text("explain-text").contains("hits (top"));
 }

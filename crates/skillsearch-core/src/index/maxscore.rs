@@ -234,6 +234,10 @@ pub fn for_each_pruning(
     // Per document of the window: the essential terms' score so far, and its first match.
     let mut sums = vec![0.0f64; window];
     let mut head = vec![NONE; window];
+    // Which slots hold a match, a bit each: the window's matched documents are found in order
+    // by visiting the set bits, not by a pass over every slot (a short query of rare terms
+    // matches a few documents a window, and the pass cost as much as all of its postings).
+    let mut touched = vec![0u64; window / 64];
     // The matches: (sorted position of the term, its score, the document's next match).
     let mut links: Vec<(u32, Score, u32)> = Vec::new();
     // The terms found at a candidate: (position in the given order, score).
@@ -258,6 +262,7 @@ pub fn for_each_pruning(
             while doc < end {
                 let slot = (doc - start) as usize;
                 let v = t.score();
+                touched[slot / 64] |= 1 << (slot % 64);
                 sums[slot] += f64::from(v);
                 links.push((j as u32, v, head[slot]));
                 head[slot] = (links.len() - 1) as u32;
@@ -265,11 +270,18 @@ pub fn for_each_pruning(
             }
         }
         let below = if walked > 0 { upto[walked - 1] } else { 0.0 };
-        for slot in 0..(end - start) as usize {
+        let slots = touched.iter_mut().enumerate().flat_map(|(w, bits)| {
+            let mut b = std::mem::take(bits);
+            std::iter::from_fn(move || {
+                (b != 0).then(|| {
+                    let bit = b.trailing_zeros() as usize;
+                    b &= b - 1;
+                    w * 64 + bit
+                })
+            })
+        });
+        for slot in slots {
             let mut link = head[slot];
-            if link == NONE {
-                continue;
-            }
             head[slot] = NONE;
             let mut sum = std::mem::take(&mut sums[slot]);
             let doc = start + slot as DocId;
@@ -358,7 +370,8 @@ mod tests {
             })
             .collect();
         let mut which = Vec::new();
-        for i in 0..3000 {
+        // Three windows of the essential walk (4,096 documents each).
+        for i in 0..9000 {
             let (t, b) = &docs[i % distinct];
             w.add_document(doc!(title => t.as_str(), body => b.as_str()))
                 .unwrap();

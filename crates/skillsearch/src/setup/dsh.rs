@@ -14,10 +14,10 @@
 //! rewrites only those lines, and accepts the edit only when parsing the result gives the old
 //! patch list plus exactly that row.
 
+use super::plugin_config::{DEFAULT_DEADLINE_MS, Dialect, PluginConfig};
 use super::{Check, FileChange, SetupPlan, SetupRequest};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use skillsearch_core::config::MODES;
 use std::path::{Path, PathBuf};
 
 /// The row's id (and the plugin's `name`).
@@ -38,9 +38,14 @@ pub const PLUGIN_FILES: &[(&str, &str)] = &[
         include_str!("../../../../hosts/dsh/plugin/package.json"),
     ),
 ];
-/// Keys of the row's `config` the plugin accepts (its `Config` schema).
-pub const KEYS: &[&str] = &["binary", "mode", "skills", "home", "deadline_ms"];
-pub const DEFAULT_DEADLINE_MS: u64 = 5000;
+/// How the plugin reads the row's `config` (its `Config` schema): `null` is absent, `skills`
+/// a list of non-empty strings.
+const DIALECT: Dialect = Dialect {
+    null_is_absent: true,
+    skills_may_be_string: false,
+    skills_non_empty: true,
+    strings_typed: false,
+};
 const BEGIN: &str =
     "# >>> skillsearch: written by `skillsearch setup dsh`; change it with that command >>>";
 const END: &str = "# <<< skillsearch <<<";
@@ -89,11 +94,7 @@ fn our_rows(patch: &[Value]) -> Vec<&Value> {
 /// The plugin's row, as setup writes it.
 struct Row {
     name: String,
-    binary: String,
-    mode: String,
-    skills: Vec<String>,
-    home: String,
-    deadline_ms: u64,
+    config: PluginConfig,
 }
 
 impl Row {
@@ -101,13 +102,7 @@ impl Row {
         json!({"insert": [{
             "id": ID,
             "name": self.name,
-            "config": {
-                "binary": self.binary,
-                "mode": self.mode,
-                "skills": self.skills,
-                "home": self.home,
-                "deadline_ms": self.deadline_ms,
-            },
+            "config": self.config.json(),
         }]})
     }
 
@@ -118,16 +113,16 @@ impl Row {
         let mut y = format!(
             "{BEGIN}\n- insert:\n    - id: {ID}\n      name: {}\n      config:\n        binary: {}\n        mode: {}\n        skills:\n",
             q(&self.name),
-            q(&self.binary),
-            self.mode
+            q(&self.config.binary),
+            self.config.mode
         );
-        for s in &self.skills {
+        for s in &self.config.skills {
             y.push_str(&format!("          - {}\n", q(s)));
         }
         y.push_str(&format!(
             "        home: {}\n        deadline_ms: {}\n{END}\n",
-            q(&self.home),
-            self.deadline_ms
+            q(&self.config.home),
+            self.config.deadline_ms
         ));
         y
     }
@@ -177,55 +172,8 @@ fn read_config(row: &Value, path: &Path) -> std::result::Result<Row, String> {
         }
     };
     let obj = cfg.as_object().expect("checked above");
-    if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(format!(
-            "unknown key `{ID}.{k}` in {}; accepted: {}",
-            path.display(),
-            KEYS.join(", ")
-        ));
-    }
-    let mode = match obj.get("mode") {
-        None | Some(Value::Null) => "on_demand".to_owned(),
-        Some(Value::String(m)) if MODES.contains(&m.as_str()) => m.clone(),
-        Some(other) => {
-            return Err(format!(
-                "`{ID}.mode` in {}: {other} is not one of {}",
-                path.display(),
-                MODES.join(", ")
-            ));
-        }
-    };
-    let deadline_ms = match obj.get("deadline_ms") {
-        None | Some(Value::Null) => DEFAULT_DEADLINE_MS,
-        Some(v) => v.as_u64().filter(|ms| *ms > 0).ok_or_else(|| {
-            format!(
-                "`{ID}.deadline_ms` in {}: {v} is not a whole number of milliseconds",
-                path.display()
-            )
-        })?,
-    };
-    let skills = match obj.get("skills") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) if a.iter().all(|s| s.as_str().is_some_and(|s| !s.is_empty())) => a
-            .iter()
-            .filter_map(|s| s.as_str().map(str::to_owned))
-            .collect(),
-        Some(_) => {
-            return Err(format!(
-                "`{ID}.skills` in {} must be a list of directories",
-                path.display()
-            ));
-        }
-    };
-    let s = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-    Ok(Row {
-        name,
-        binary: s("binary"),
-        mode,
-        skills,
-        home: s("home"),
-        deadline_ms,
-    })
+    let config = PluginConfig::read(obj, ID, path, DIALECT)?;
+    Ok(Row { name, config })
 }
 
 pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
@@ -262,15 +210,15 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     let mode = req
         .mode
         .clone()
-        .or_else(|| existing.as_ref().map(|r| r.mode.clone()))
+        .or_else(|| existing.as_ref().map(|r| r.config.mode.clone()))
         .unwrap_or_else(|| "on_demand".to_owned());
     let skills = if !req.skills.is_empty() {
         req.skills
             .iter()
             .map(|s| std::path::absolute(s).map(|p| p.display().to_string()))
             .collect::<std::io::Result<_>>()?
-    } else if let Some(r) = existing.as_ref().filter(|r| !r.skills.is_empty()) {
-        r.skills.clone()
+    } else if let Some(r) = existing.as_ref().filter(|r| !r.config.skills.is_empty()) {
+        r.config.skills.clone()
     } else {
         vec![dsh.join("skills").display().to_string()]
     };
@@ -278,13 +226,15 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     let dir = plugin_dir(&home);
     let row = Row {
         name: dir.join("index.js").display().to_string(),
-        binary: req.binary.display().to_string(),
-        mode,
-        skills,
-        home: home.display().to_string(),
-        deadline_ms: deadline
-            .or_else(|| existing.as_ref().map(|r| r.deadline_ms))
-            .unwrap_or(DEFAULT_DEADLINE_MS),
+        config: PluginConfig {
+            binary: req.binary.display().to_string(),
+            mode,
+            skills,
+            home: home.display().to_string(),
+            deadline_ms: deadline
+                .or_else(|| existing.as_ref().map(|r| r.config.deadline_ms))
+                .unwrap_or(DEFAULT_DEADLINE_MS),
+        },
     };
     let Some(after_text) = with_block(&before_text, &row.yaml()) else {
         bail!(
@@ -333,11 +283,11 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
         "Every dsh profile under {} now loads the skillsearch plugin ({}) in `{}` mode over {} skill root(s), deadline {} ms.",
         dsh.display(),
         dir.display(),
-        row.mode,
-        row.skills.len(),
-        row.deadline_ms
+        row.config.mode,
+        row.config.skills.len(),
+        row.config.deadline_ms
     )];
-    if row.mode == "on_demand" {
+    if row.config.mode == "on_demand" {
         notes.push("skill_search and skill_read sit beside dsh's own skill tool (`tool-skill`); disable that row in cordis.patch.yml if the model should use skillsearch alone.".to_owned());
     }
     notes.push("Check it with: skillsearch doctor dsh (and `dsh --profile headless --dump-config` shows the composed tree)".to_owned());
@@ -418,7 +368,7 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
     };
     checks.push(Check::ok(
         "patch",
-        format!("{}: `{ID}` row, mode {}", path.display(), cfg.mode),
+        format!("{}: `{ID}` row, mode {}", path.display(), cfg.config.mode),
     ));
 
     let dir = plugin_dir(home);
@@ -439,23 +389,23 @@ pub fn doctor(home: &Path) -> Result<Vec<Check>> {
 
     let binary = super::binary_check(
         &mut checks,
-        &cfg.binary,
+        &cfg.config.binary,
         &format!("the `{ID}` row names no binary"),
         "dsh",
         FIX_SETUP,
     );
-    let roots = if cfg.skills.is_empty() {
+    let roots = if cfg.config.skills.is_empty() {
         vec![dsh.join("skills").display().to_string()]
     } else {
-        cfg.skills.clone()
+        cfg.config.skills.clone()
     };
     checks.push(super::roots_check(&roots, FIX_SETUP));
     if let Some(b) = binary {
         checks.push(super::probe_engine(
             &b,
-            &cfg.home,
-            &cfg.mode,
-            cfg.deadline_ms,
+            &cfg.config.home,
+            &cfg.config.mode,
+            cfg.config.deadline_ms,
             &roots,
             "dsh",
         ));
@@ -470,11 +420,13 @@ mod tests {
     fn row() -> Row {
         Row {
             name: "/h/dsh/plugin/index.js".into(),
-            binary: "/opt/bin/skillsearch".into(),
-            mode: "auto".into(),
-            skills: vec!["/s/one".into(), "/s/t w\"o: x".into()],
-            home: "/h".into(),
-            deadline_ms: 5000,
+            config: PluginConfig {
+                binary: "/opt/bin/skillsearch".into(),
+                mode: "auto".into(),
+                skills: vec!["/s/one".into(), "/s/t w\"o: x".into()],
+                home: "/h".into(),
+                deadline_ms: 5000,
+            },
         }
     }
 
@@ -487,7 +439,7 @@ mod tests {
         assert_eq!(parsed.len(), 2);
         assert_eq!(parsed[1], row().json());
         let mut other = row();
-        other.mode = "on_demand".into();
+        other.config.mode = "on_demand".into();
         let twice = with_block(&once, &other.yaml()).unwrap();
         assert_eq!(
             parse_patch(&twice, Path::new("p.yml")).unwrap()[1],
@@ -512,7 +464,7 @@ mod tests {
         );
         let ok = read_config(&json!({"id": ID}), p).unwrap();
         assert_eq!(
-            (ok.mode.as_str(), ok.deadline_ms),
+            (ok.config.mode.as_str(), ok.config.deadline_ms),
             ("on_demand", DEFAULT_DEADLINE_MS)
         );
     }

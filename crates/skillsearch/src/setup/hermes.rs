@@ -8,6 +8,7 @@
 //! `memory.provider` line and the `plugins.skillsearch` block, and the edit is accepted only when
 //! parsing the result gives exactly the old document with those two values changed.
 
+use super::plugin_config::{DEFAULT_DEADLINE_MS, Dialect, PluginConfig};
 use super::{Check, FileChange, SetupPlan, SetupRequest, get_path, set_path};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -32,10 +33,14 @@ pub const PLUGIN_FILES: &[(&str, &str)] = &[
 pub const PREFETCH_CAP_MS: u64 = 8000;
 /// Above this, doctor warns: engine start, the reply and Hermes' own work share the 8 s.
 pub const WARN_ABOVE_MS: u64 = 6000;
-/// skillsearch's deadline for Hermes unless `--set deadline_ms=N`.
-pub const DEFAULT_DEADLINE_MS: u64 = 5000;
-/// Keys of `plugins.skillsearch` the plugin reads (its `KEYS`).
-pub const KEYS: &[&str] = &["binary", "mode", "skills", "home", "deadline_ms"];
+/// How the plugin reads `plugins.skillsearch` (its `_config`): `null` is a value (and wrong),
+/// `skills` may be one string, `binary` and `home` are read only when strings.
+const DIALECT: Dialect = Dialect {
+    null_is_absent: false,
+    skills_may_be_string: true,
+    skills_non_empty: false,
+    strings_typed: false,
+};
 /// `--set` options of `setup hermes`.
 const OPTIONS: &[&str] = &["replace_memory_provider", "deadline_ms"];
 
@@ -159,7 +164,7 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
                 .filter(|ms| *ms > 0 && *ms < PREFETCH_CAP_MS)
         })
         .unwrap_or(DEFAULT_DEADLINE_MS);
-    let section = Section {
+    let section = PluginConfig {
         binary: req.binary.display().to_string(),
         mode,
         skills,
@@ -170,7 +175,7 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     let mut after = set_block(&before_text, "memory", "provider", &|ci| {
         format!("{}provider: {NAME}\n", " ".repeat(ci))
     })?;
-    after = set_block(&after, "plugins", NAME, &|ci| section.yaml(ci))?;
+    after = set_block(&after, "plugins", NAME, &|ci| yaml(&section, ci))?;
 
     // The edit must change exactly these two values and nothing else.
     let mut expected = before.clone();
@@ -186,7 +191,7 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
         bail!(
             "cannot edit {} safely (its `memory` or `plugins` section is written in a form this edit does not handle); set these by hand:\nmemory:\n  provider: {NAME}\nplugins:\n{}",
             cfg_path.display(),
-            section.yaml(2)
+            yaml(&section, 2)
         );
     }
 
@@ -222,46 +227,26 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     })
 }
 
-/// `plugins.skillsearch`, as setup writes it.
-struct Section {
-    binary: String,
-    mode: String,
-    skills: Vec<String>,
-    home: String,
-    deadline_ms: u64,
-}
-
-impl Section {
-    fn json(&self) -> Value {
-        json!({
-            "binary": self.binary,
-            "mode": self.mode,
-            "skills": self.skills,
-            "home": self.home,
-            "deadline_ms": self.deadline_ms,
-        })
+/// `plugins.skillsearch` as setup writes it: the block under `plugins:`, its key at indent `ci`.
+/// Strings are JSON-quoted, which YAML reads as double-quoted scalars, so no path can change the
+/// structure.
+fn yaml(section: &PluginConfig, ci: usize) -> String {
+    let (i, j) = (" ".repeat(ci), " ".repeat(ci + 2));
+    let q = |s: &str| serde_json::to_string(s).expect("strings serialise");
+    let mut y = format!(
+        "{i}{NAME}:\n{j}binary: {}\n{j}mode: {}\n{j}skills:\n",
+        q(&section.binary),
+        section.mode
+    );
+    for s in &section.skills {
+        y.push_str(&format!("{j}  - {}\n", q(s)));
     }
-
-    /// The block under `plugins:`, its key at indent `ci`. Strings are JSON-quoted, which YAML
-    /// reads as double-quoted scalars, so no path can change the structure.
-    fn yaml(&self, ci: usize) -> String {
-        let (i, j) = (" ".repeat(ci), " ".repeat(ci + 2));
-        let q = |s: &str| serde_json::to_string(s).expect("strings serialise");
-        let mut y = format!(
-            "{i}{NAME}:\n{j}binary: {}\n{j}mode: {}\n{j}skills:\n",
-            q(&self.binary),
-            self.mode
-        );
-        for s in &self.skills {
-            y.push_str(&format!("{j}  - {}\n", q(s)));
-        }
-        y.push_str(&format!(
-            "{j}home: {}\n{j}deadline_ms: {}\n",
-            q(&self.home),
-            self.deadline_ms
-        ));
-        y
-    }
+    y.push_str(&format!(
+        "{j}home: {}\n{j}deadline_ms: {}\n",
+        q(&section.home),
+        section.deadline_ms
+    ));
+    y
 }
 
 fn indent(line: &str) -> usize {
@@ -353,7 +338,7 @@ fn set_block(
 }
 
 /// `plugins.skillsearch` as the plugin reads it, or the message naming the key at fault.
-fn read_section(cfg: &Value, path: &Path) -> std::result::Result<Option<Section>, String> {
+fn read_section(cfg: &Value, path: &Path) -> std::result::Result<Option<PluginConfig>, String> {
     let Some(raw) = get_path(cfg, &["plugins", NAME]) else {
         return Ok(None);
     };
@@ -363,56 +348,7 @@ fn read_section(cfg: &Value, path: &Path) -> std::result::Result<Option<Section>
             path.display()
         ));
     };
-    if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(format!(
-            "unknown key `plugins.{NAME}.{k}` in {}; accepted: {}",
-            path.display(),
-            KEYS.join(", ")
-        ));
-    }
-    let mode = obj.get("mode").map_or(Some("on_demand"), Value::as_str);
-    let mode = match mode {
-        Some(m) if MODES.contains(&m) => m.to_owned(),
-        _ => {
-            return Err(format!(
-                "`plugins.{NAME}.mode` in {}: {} is not one of {}",
-                path.display(),
-                obj.get("mode").cloned().unwrap_or_default(),
-                MODES.join(", ")
-            ));
-        }
-    };
-    let deadline_ms = match obj.get("deadline_ms") {
-        None => DEFAULT_DEADLINE_MS,
-        Some(v) => v.as_u64().filter(|ms| *ms > 0).ok_or_else(|| {
-            format!(
-                "`plugins.{NAME}.deadline_ms` in {}: {v} is not a whole number of milliseconds",
-                path.display()
-            )
-        })?,
-    };
-    let skills = match obj.get("skills") {
-        None => Vec::new(),
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) if a.iter().all(Value::is_string) => a
-            .iter()
-            .filter_map(|s| s.as_str().map(str::to_owned))
-            .collect(),
-        Some(_) => {
-            return Err(format!(
-                "`plugins.{NAME}.skills` in {} must be a list of directories",
-                path.display()
-            ));
-        }
-    };
-    let s = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-    Ok(Some(Section {
-        binary: s("binary"),
-        mode,
-        skills,
-        home: s("home"),
-        deadline_ms,
-    }))
+    PluginConfig::read(obj, &format!("plugins.{NAME}"), path, DIALECT).map(Some)
 }
 
 const FIX_SETUP: &str = "skillsearch setup hermes";
@@ -572,9 +508,10 @@ pub fn doctor(_home: &Path) -> Result<Vec<Check>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::setup::plugin_config::KEYS;
 
-    fn section() -> Section {
-        Section {
+    fn section() -> PluginConfig {
+        PluginConfig {
             binary: "/opt/bin/skillsearch".into(),
             mode: "auto".into(),
             skills: vec!["/s/one".into(), "/s/t w\"o".into()],
@@ -589,7 +526,7 @@ mod tests {
             format!("{}provider: {NAME}\n", " ".repeat(ci))
         })
         .unwrap();
-        set_block(&t, "plugins", NAME, &|ci| s.yaml(ci)).unwrap()
+        set_block(&t, "plugins", NAME, &|ci| yaml(&s, ci)).unwrap()
     }
 
     fn parse(t: &str) -> Value {

@@ -22,6 +22,7 @@ pub mod dsh;
 pub mod hermes;
 pub mod openclaw;
 mod openclaw_runtime;
+pub mod plugin_config;
 pub mod raven;
 pub mod wiring;
 pub mod workbuddy;

@@ -16,6 +16,7 @@
 //! Raven reads `~/.raven/config.json` (JSON, no comments) with camelCase or snake_case keys; the
 //! edit keeps every key it does not own.
 
+use super::plugin_config::{DEFAULT_DEADLINE_MS, Dialect, PluginConfig};
 use super::{Check, FileChange, SetupPlan, SetupRequest, get_path, is_executable, to_json_text};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
@@ -40,10 +41,15 @@ pub const PLUGIN_FILES: &[(&str, &str)] = &[
         include_str!("../../../../hosts/hermes/plugin/__init__.py"),
     ),
 ];
-/// Keys of `plugins.config.skillsearch` the plugin accepts (its manifest's `config_schema`).
-pub const KEYS: &[&str] = &["binary", "mode", "skills", "home", "deadline_ms"];
-/// The plugin's deadline unless `--set deadline_ms=N`.
-pub const DEFAULT_DEADLINE_MS: u64 = 5000;
+/// How Raven reads `plugins.config.skillsearch` (the manifest's `config_schema`: an object of
+/// [`KEYS`](super::plugin_config::KEYS), `mode` one of [`MODES`], `skills` a list of strings,
+/// `deadline_ms` ≥ 1, `binary` and `home` strings; `null` is a value of the wrong type).
+const DIALECT: Dialect = Dialect {
+    null_is_absent: false,
+    skills_may_be_string: false,
+    skills_non_empty: false,
+    strings_typed: true,
+};
 const OPTIONS: &[&str] = &["route", "deadline_ms"];
 const FIX_SETUP: &str = "skillsearch setup raven";
 
@@ -107,46 +113,24 @@ fn workspace(cfg: &Value, raven: &Path) -> PathBuf {
     }
 }
 
-/// `plugins.config.skillsearch` as the plugin reads it.
-struct Section {
-    binary: String,
-    mode: String,
-    skills: Vec<String>,
-    home: String,
-    deadline_ms: u64,
+/// The MCP server entry of the `mcp` route.
+fn mcp_server(section: &PluginConfig) -> Value {
+    let mut args = vec![
+        json!("--home"),
+        json!(section.home),
+        json!("mcp"),
+        json!("--mode"),
+        json!("on_demand"),
+    ];
+    for s in &section.skills {
+        args.push(json!("--skills"));
+        args.push(json!(s));
+    }
+    json!({"command": section.binary, "args": args})
 }
 
-impl Section {
-    fn json(&self) -> Value {
-        json!({
-            "binary": self.binary,
-            "mode": self.mode,
-            "skills": self.skills,
-            "home": self.home,
-            "deadline_ms": self.deadline_ms,
-        })
-    }
-
-    /// The MCP server entry of the `mcp` route.
-    fn mcp_server(&self) -> Value {
-        let mut args = vec![
-            json!("--home"),
-            json!(self.home),
-            json!("mcp"),
-            json!("--mode"),
-            json!("on_demand"),
-        ];
-        for s in &self.skills {
-            args.push(json!("--skills"));
-            args.push(json!(s));
-        }
-        json!({"command": self.binary, "args": args})
-    }
-}
-
-/// The section, or the message naming the key at fault (the manifest's schema: an object of
-/// [`KEYS`], `mode` one of [`MODES`], `skills` a list of strings, `deadline_ms` ≥ 1).
-fn read_section(cfg: &Value, path: &Path) -> std::result::Result<Option<Section>, String> {
+/// The section, or the message naming the key at fault.
+fn read_section(cfg: &Value, path: &Path) -> std::result::Result<Option<PluginConfig>, String> {
     let Some(raw) = get_path(cfg, &["plugins", "config", ID]) else {
         return Ok(None);
     };
@@ -156,62 +140,7 @@ fn read_section(cfg: &Value, path: &Path) -> std::result::Result<Option<Section>
             path.display()
         ));
     };
-    if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(format!(
-            "unknown key `plugins.config.{ID}.{k}` in {}; accepted: {}",
-            path.display(),
-            KEYS.join(", ")
-        ));
-    }
-    let mode = match obj.get("mode") {
-        None => "on_demand".to_owned(),
-        Some(Value::String(m)) if MODES.contains(&m.as_str()) => m.clone(),
-        Some(other) => {
-            return Err(format!(
-                "`plugins.config.{ID}.mode` in {}: {other} is not one of {}",
-                path.display(),
-                MODES.join(", ")
-            ));
-        }
-    };
-    let deadline_ms = match obj.get("deadline_ms") {
-        None => DEFAULT_DEADLINE_MS,
-        Some(v) => v.as_u64().filter(|ms| *ms > 0).ok_or_else(|| {
-            format!(
-                "`plugins.config.{ID}.deadline_ms` in {}: {v} is not a whole number of milliseconds",
-                path.display()
-            )
-        })?,
-    };
-    let skills = match obj.get("skills") {
-        None => Vec::new(),
-        Some(Value::Array(a)) if a.iter().all(Value::is_string) => a
-            .iter()
-            .filter_map(|s| s.as_str().map(str::to_owned))
-            .collect(),
-        Some(_) => {
-            return Err(format!(
-                "`plugins.config.{ID}.skills` in {} must be a list of directories",
-                path.display()
-            ));
-        }
-    };
-    for k in ["binary", "home"] {
-        if obj.get(k).is_some_and(|v| !v.is_string()) {
-            return Err(format!(
-                "`plugins.config.{ID}.{k}` in {} must be a string",
-                path.display()
-            ));
-        }
-    }
-    let s = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-    Ok(Some(Section {
-        binary: s("binary"),
-        mode,
-        skills,
-        home: s("home"),
-        deadline_ms,
-    }))
+    PluginConfig::read(obj, &format!("plugins.config.{ID}"), path, DIALECT).map(Some)
 }
 
 /// The object at `path` of `doc`, created (and a `null` replaced) as needed.
@@ -331,7 +260,7 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
                 .filter(|ms| *ms > 0)
         })
         .unwrap_or(DEFAULT_DEADLINE_MS);
-    let section = Section {
+    let section = PluginConfig {
         binary: req.binary.display().to_string(),
         mode,
         skills,
@@ -354,7 +283,7 @@ pub fn setup(req: &SetupRequest) -> Result<SetupPlan> {
     }
     let key = mcp_key(&before);
     if route == Route::Mcp {
-        object_at(&mut after, &["tools", key])?.insert(ID.to_owned(), section.mcp_server());
+        object_at(&mut after, &["tools", key])?.insert(ID.to_owned(), mcp_server(&section));
     } else {
         for k in ["mcpServers", "mcp_servers"] {
             if let Some(servers) = after
@@ -554,6 +483,7 @@ pub fn doctor(_home: &Path) -> Result<Vec<Check>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::setup::plugin_config::KEYS;
 
     #[test]
     fn the_embedded_manifest_lists_every_key_setup_writes() {

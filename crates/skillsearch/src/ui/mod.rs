@@ -4,7 +4,9 @@
 //! - `GET /api/search?q=&top_k=` — the engine's [`Explanation`] of the query over the
 //!   configured roots, and its text form (as `explain` prints it);
 //! - `GET /api/turns?host=&mode=&surface=&since=&until=&page=&per_page=` — the decision log,
-//!   newest first, a page at a time ([`turns`]);
+//!   newest first, a page at a time ([`turns`]); `host`, `mode` and `surface` (`hook`, `mcp`,
+//!   `serve`: the surface the turn came in through) each keep the turns that recorded that
+//!   value, `-` those that recorded none; `since` and `until` are dates or UTC times;
 //! - `GET /api/funnel?host=&mode=&surface=&since=&until=&points=` — tokens per turn against
 //!   OpenClaw's catalogue of the same library, and tool-schema tokens shown and hidden;
 //! - `GET /api/library?recent=` — skills per root, held back with reasons, shadowed copies,
@@ -241,11 +243,18 @@ impl Params {
         }
     }
 
+    /// A value a turn's field must equal; `-` stands for none recorded (an MCP tool call names
+    /// no host).
+    fn field(&self, name: &str) -> Option<String> {
+        self.text(name)
+            .map(|v| if v == "-" { "" } else { v }.to_owned())
+    }
+
     fn filter(&self) -> Result<Filter, ApiError> {
         let f = Filter {
-            host: self.text("host").map(str::to_owned),
-            mode: self.text("mode").map(str::to_owned),
-            surface: self.text("surface").map(str::to_owned),
+            host: self.field("host"),
+            mode: self.field("mode"),
+            surface: self.field("surface"),
             since: self.time("since")?,
             until: self.time("until")?,
         };

@@ -1,6 +1,7 @@
 // skillsearch ui: reads the JSON routes of the binary that served it and draws everything
 // here (plots are inline SVG). Data is only ever inserted as text, never as markup. The
-// address keeps the page's state (?q=&host=&mode=&since=&until=&page=) so it can be linked.
+// address keeps the page's state (?q=&host=&mode=&surface=&since=&until=&page=) so it can be
+// linked.
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -118,15 +119,20 @@ async function search() {
 
 // ---------------------------------------------------------------- turns
 
+// A filter's choices: every value the log holds, with its count. A turn that recorded none (an
+// MCP tool call names no host) is chosen as "-", as the API takes it.
 function options(id, facets, chosen) {
   const s = document.getElementById(id);
+  const value = (name) => name || "-";
   s.replaceChildren(el("option", { value: "" }, "all"),
-    ...facets.map((f) => el("option", { value: f.name, selected: f.name === chosen }, `${f.name || "(none)"} (${fmt(f.turns)})`)));
-  if (chosen && !facets.some((f) => f.name === chosen)) s.append(el("option", { value: chosen, selected: true }, chosen));
+    ...facets.map((f) => el("option", { value: value(f.name), selected: value(f.name) === chosen }, `${f.name || "(none)"} (${fmt(f.turns)})`)));
+  if (chosen && !facets.some((f) => value(f.name) === chosen)) s.append(el("option", { value: chosen, selected: true }, chosen));
 }
 
+const FILTERS = [["host", "f-host"], ["mode", "f-mode"], ["surface", "f-surface"], ["since", "f-since"], ["until", "f-until"]];
+
 function filters() {
-  return { host: state.get("host"), mode: state.get("mode"), since: state.get("since"), until: state.get("until") };
+  return Object.fromEntries(FILTERS.map(([k]) => [k, state.get(k)]));
 }
 
 function found(d) {
@@ -155,6 +161,7 @@ async function turns() {
     const p = await api("/api/turns", { ...filters(), page });
     options("f-host", p.hosts, state.get("host"));
     options("f-mode", p.modes, state.get("mode"));
+    options("f-surface", p.surfaces, state.get("surface"));
     if (p.all === 0) {
       fill("turns-summary", el("span", { class: "empty", id: "turns-empty" },
         `No turns logged yet in ${p.log}. They appear here once a host runs skillsearch (hook, mcp or serve).`));
@@ -392,7 +399,7 @@ document.getElementById("search-form").addEventListener("submit", (ev) => {
 });
 document.getElementById("turns-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
-  for (const [k, id] of [["host", "f-host"], ["mode", "f-mode"], ["since", "f-since"], ["until", "f-until"]]) {
+  for (const [k, id] of FILTERS) {
     const v = document.getElementById(id).value;
     if (v) state.set(k, v); else state.delete(k);
   }

@@ -611,5 +611,35 @@ mod tests {
         assert_eq!(p.turns[1].decision.mode, "plan");
         let (found, n) = turns.recently_found(5);
         assert_eq!((found.len(), n), (0, 5));
+
+        // A tool call through MCP names no host: the surface keeps it, and so does "no host".
+        let mut call = Decision::new("mcp", "", "skill_search", "pdf");
+        call.ts = "2026-12-03T11:00:00.000Z".into();
+        log.append(&call).unwrap();
+        turns.update().unwrap();
+        let mcp = Filter {
+            surface: Some("mcp".into()),
+            ..Filter::default()
+        };
+        let p = turns.page(&mcp, 1, 10, now).unwrap();
+        assert_eq!((p.all, p.total), (28, 1));
+        assert_eq!(p.turns[0].decision.mode, "skill_search");
+        let no_host = Filter {
+            host: Some(String::new()),
+            ..Filter::default()
+        };
+        assert_eq!(turns.page(&no_host, 1, 10, now).unwrap().total, 1);
+        let hook_on_demand = Filter {
+            surface: Some("hook".into()),
+            mode: Some("on_demand".into()),
+            ..Filter::default()
+        };
+        assert_eq!(turns.page(&hook_on_demand, 1, 10, now).unwrap().total, 1);
+        let surfaces: Vec<(&str, usize)> = p
+            .surfaces
+            .iter()
+            .map(|f| (f.name.as_str(), f.turns))
+            .collect();
+        assert_eq!(surfaces, [("hook", 27), ("mcp", 1)]);
     }
 }
