@@ -11,6 +11,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod disclosure_bench;
 mod hub_load;
+mod hub_write;
 mod run;
 mod semantic_bench;
 mod soak;
@@ -77,6 +78,9 @@ enum Command {
     /// `skillsearch hub serve` under concurrent discover calls: latency percentiles, throughput
     /// and errors; fails on any error
     HubLoad(hub_load::HubLoadArgs),
+    /// What one publish costs a hub holding many skills (CPU per write on each server, time
+    /// to visible on the writer and on a second replica), for one `skillsearch` binary
+    HubWrite(hub_write::HubWriteArgs),
     /// (internal) Full build on an empty home; prints build time and VmHWM as JSON
     #[command(hide = true)]
     BuildChild {
@@ -111,6 +115,7 @@ fn main() -> ExitCode {
         Command::Turn(args) => turn_bench::run(&args),
         Command::Soak(args) => soak::run(&args),
         Command::HubLoad(args) => hub_load::run(&args),
+        Command::HubWrite(args) => hub_write::run(&args),
         Command::Disclosure(args) => disclosure_bench::run(&args),
         Command::Tools { plugins, json } => tools_bench::run(plugins, json),
         Command::BuildChild { skills, home } => run::build_child(&skills, &home),

@@ -110,7 +110,39 @@ impl Conn {
         r
     }
 
+    /// Sends `body` (of `content_type`, with `headers`, each `Name: value`) and returns (status,
+    /// body as JSON); errors as [`Conn::post`].
+    pub(crate) fn send_raw(
+        &mut self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        headers: &[&str],
+        body: &[u8],
+    ) -> Result<(u16, Value)> {
+        let r = self.try_send_raw(method, path, content_type, headers, body);
+        if r.is_err() {
+            self.s = None;
+        }
+        r
+    }
+
     fn try_send(&mut self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value)> {
+        let body = match body {
+            Some(b) => serde_json::to_vec(b)?,
+            None => Vec::new(),
+        };
+        self.try_send_raw(method, path, "application/json", &[], &body)
+    }
+
+    fn try_send_raw(
+        &mut self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        headers: &[&str],
+        body: &[u8],
+    ) -> Result<(u16, Value)> {
         if self.s.is_none() {
             let s = TcpStream::connect(&self.addr)?;
             s.set_read_timeout(Some(Duration::from_secs(20)))?;
@@ -118,17 +150,18 @@ impl Conn {
             self.s = Some(BufReader::new(s));
         }
         let s = self.s.as_mut().context("no connection")?;
-        let body = match body {
-            Some(b) => serde_json::to_vec(b)?,
-            None => Vec::new(),
-        };
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n",
             self.addr,
             body.len()
         );
+        for h in headers {
+            head.push_str(h);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
         s.get_mut().write_all(head.as_bytes())?;
-        s.get_mut().write_all(&body)?;
+        s.get_mut().write_all(body)?;
         let mut line = String::new();
         if s.read_line(&mut line)? == 0 {
             bail!("connection closed");

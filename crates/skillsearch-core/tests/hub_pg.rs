@@ -2,7 +2,7 @@
 //! PyPI package `pgserver`; each test is skipped, and says so, where it is not installed).
 //! Two `PgStore`s with two cache directories are two replicas of one hub.
 
-use skillsearch_core::registry::pg::{self, PgStore, SCHEMA_VERSION};
+use skillsearch_core::registry::pg::{self, PgStore, SCHEMA_VERSION, Synced};
 use skillsearch_core::registry::store::{Scope, StoreError};
 use skillsearch_testkit::pg::Postgres;
 use skillsearch_testkit::zip_of;
@@ -89,7 +89,7 @@ fn a_publish_through_one_replica_is_served_by_another_within_2s() {
     let changes = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&changes);
     // A catch-up far longer than the test: only the notification can bring the changes.
-    let follower = b.follow(Duration::from_secs(600), move || {
+    let follower = b.follow(Duration::from_secs(600), move |_: &[String]| {
         seen.fetch_add(1, Ordering::SeqCst);
     });
     let (la, lb) = (a.live(), b.live());
@@ -230,20 +230,20 @@ fn a_replica_behind_catches_up_on_sync_fetching_only_what_changed() {
         a.publish(&skill(n, "1", n)).unwrap();
     }
     assert!(served(&b.live(), "alpha").is_none());
-    assert_eq!(b.sync().unwrap(), 3);
-    assert_eq!(b.sync().unwrap(), 0);
+    assert_eq!(b.sync().unwrap().changed, ["alpha", "beta", "gamma"]);
+    assert_eq!(b.sync().unwrap(), Synced::default());
     for n in ["alpha", "beta", "gamma"] {
         assert!(served(&b.live(), n).unwrap().contains(n));
     }
     a.delete("beta").unwrap();
     a.publish(&skill("gamma", "2", "gamma two")).unwrap();
-    assert_eq!(b.sync().unwrap(), 2);
+    assert_eq!(b.sync().unwrap().changed, ["beta", "gamma"]);
     assert!(served(&b.live(), "beta").is_none());
     assert!(served(&b.live(), "gamma").unwrap().contains("gamma two"));
     // A replica restarted on its cache picks up where it was.
     drop(b);
     let b = PgStore::open(&pg.uri(), cb.path()).unwrap();
-    assert_eq!(b.sync().unwrap(), 0);
+    assert_eq!(b.sync().unwrap(), Synced::default());
 }
 
 #[test]
@@ -252,7 +252,7 @@ fn the_database_away_and_back_the_replicas_keep_serving_and_catch_up() {
     let (ca, cb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = Arc::new(PgStore::open(&pg.uri(), ca.path()).unwrap());
     let b = Arc::new(PgStore::open(&pg.uri(), cb.path()).unwrap());
-    let _follower = b.follow(Duration::from_millis(500), || {});
+    let _follower = b.follow(Duration::from_millis(500), |_: &[String]| {});
     a.publish(&skill("pdf-forms", "1", "one")).unwrap();
     let lb = b.live();
     assert!(
@@ -344,7 +344,7 @@ fn an_unreachable_database_at_start_fails_clearly_unless_a_synced_tree_is_there(
         a.publish(&skill("pdf-forms", "2", "two")),
         Err(StoreError::Database(_))
     ));
-    let _follower = a.follow(Duration::from_millis(300), || {});
+    let _follower = a.follow(Duration::from_millis(300), |_: &[String]| {});
     pg.start();
     let b = PgStore::open(&pg.uri(), cb.path()).unwrap();
     b.publish(&skill("pdf-forms", "2", "two")).unwrap();
@@ -353,4 +353,187 @@ fn an_unreachable_database_at_start_fails_clearly_unless_a_synced_tree_is_there(
             .is_some_and(|s| s.contains("two")))
         .is_some()
     );
+}
+
+/// (inode, mtime) of each file of `live/<name>/`, by file name.
+fn stamps(live: &Path, name: &str) -> Vec<(String, u64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out: Vec<(String, u64, i64)> = std::fs::read_dir(live.join(name))
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let m = e.metadata().unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                m.ino(),
+                m.mtime_nsec() + m.mtime() * 1_000_000_000,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_sync_looks_only_at_the_skills_the_change_log_names() {
+    let Some(pg) = migrated() else { return };
+    let (ca, cb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = PgStore::open(&pg.uri(), ca.path()).unwrap();
+    let b = PgStore::open(&pg.uri(), cb.path()).unwrap();
+    for n in ["alpha", "beta", "gamma"] {
+        a.publish(&skill(n, "1", n)).unwrap();
+    }
+    assert_eq!(b.sync().unwrap().changed, ["alpha", "beta", "gamma"]);
+    let lb = b.live();
+    let beta = stamps(&lb, "beta");
+    // B's trees of beta and gamma are damaged behind the store's back; a write to alpha alone
+    // must not look at them (a sync of every skill would put them right).
+    std::fs::write(
+        lb.join("beta/.published.json"),
+        r#"{"version":"0","sha256":"tampered"}"#,
+    )
+    .unwrap();
+    std::fs::remove_dir_all(lb.join("gamma")).unwrap();
+    let beta_tampered = stamps(&lb, "beta");
+    a.publish(&skill("alpha", "2", "alpha two")).unwrap();
+    let s = b.sync().unwrap();
+    assert_eq!(
+        s,
+        Synced {
+            changed: vec!["alpha".into()],
+            full: false
+        }
+    );
+    assert!(served(&lb, "alpha").unwrap().contains("alpha two"));
+    assert_eq!(
+        stamps(&lb, "beta"),
+        beta_tampered,
+        "beta's tree was touched"
+    );
+    assert!(served(&lb, "gamma").is_none(), "gamma was looked at");
+    // The writer's own tree: only the skill it wrote was replaced.
+    let la = a.live();
+    let beta_a = stamps(&la, "beta");
+    a.publish(&skill("gamma", "2", "gamma two")).unwrap();
+    assert_eq!(stamps(&la, "beta"), beta_a);
+    assert!(served(&la, "gamma").unwrap().contains("gamma two"));
+
+    // The log pruned past B's place: B cannot know what it missed and compares every skill,
+    // which also puts its damaged trees right.
+    a.publish(&skill("delta", "1", "delta")).unwrap();
+    assert!(a.prune_changes(Duration::ZERO).unwrap() >= 1);
+    let s = b.sync().unwrap();
+    assert!(s.full, "{s:?}");
+    assert_eq!(s.changed, ["beta", "delta", "gamma"]);
+    assert!(served(&lb, "beta").unwrap().contains("beta"));
+    assert_ne!(stamps(&lb, "beta"), beta);
+    assert!(served(&lb, "gamma").unwrap().contains("gamma two"));
+    // From there on it follows the log again.
+    a.yank("delta", "1").unwrap();
+    assert_eq!(
+        b.sync().unwrap(),
+        Synced {
+            changed: vec!["delta".into()],
+            full: false
+        }
+    );
+    assert!(served(&lb, "delta").is_none());
+}
+
+#[test]
+fn a_replica_that_missed_notifications_catches_up_from_the_log() {
+    let Some(pg) = migrated() else { return };
+    let (ca, cb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = PgStore::open(&pg.uri(), ca.path()).unwrap();
+    a.publish(&skill("kept", "1", "kept")).unwrap();
+    a.publish(&skill("yanked", "1", "yanked one")).unwrap();
+    a.publish(&skill("yanked", "2", "yanked two")).unwrap();
+    a.publish(&skill("deleted", "1", "deleted")).unwrap();
+    let b = Arc::new(PgStore::open(&pg.uri(), cb.path()).unwrap());
+    // B is down (no follower) while the writes below happen: it hears none of them.
+    a.publish(&skill("added", "1", "added")).unwrap();
+    a.yank("yanked", "2").unwrap();
+    a.delete("deleted").unwrap();
+    let tokens = a.create_token(Scope::Publish).unwrap();
+    drop(b);
+    // B back, on its cache: its follower starts with a sync from its place in the log, and
+    // only the skills written meanwhile reach the callback.
+    let b = Arc::new(PgStore::open(&pg.uri(), cb.path()).unwrap());
+    let lb = b.live();
+    // The open has caught up already (it syncs); so has the token list.
+    assert!(served(&lb, "added").unwrap().contains("added"));
+    assert!(served(&lb, "yanked").unwrap().contains("yanked one"));
+    assert!(served(&lb, "deleted").is_none());
+    assert_eq!(b.token_scope(&tokens), Some(Scope::Publish));
+
+    // Writes while B follows with a catch-up far longer than the test, from two replicas at
+    // once: every one reaches B through notifications and the log, none is skipped.
+    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let into = Arc::clone(&seen);
+    let follower = b.follow(Duration::from_secs(600), move |names: &[String]| {
+        into.lock().unwrap().extend(names.iter().cloned());
+    });
+    let cc = tempfile::tempdir().unwrap();
+    let c = Arc::new(PgStore::open(&pg.uri(), cc.path()).unwrap());
+    let a = Arc::new(a);
+    let writers: Vec<_> = [("a", Arc::clone(&a)), ("c", Arc::clone(&c))]
+        .into_iter()
+        .map(|(who, s)| {
+            std::thread::spawn(move || {
+                for i in 0..20 {
+                    s.publish(&skill(&format!("{who}-{i}"), "1", "load"))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    a.delete("kept").unwrap();
+    let all = within(Duration::from_secs(5), || {
+        (0..20).all(|i| {
+            served(&lb, &format!("a-{i}")).is_some() && served(&lb, &format!("c-{i}")).is_some()
+        }) && served(&lb, "kept").is_none()
+    });
+    assert!(all.is_some(), "B missed writes made while it followed");
+    follower.stop();
+    let mut names = seen.lock().unwrap().clone();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 41, "{names:?}");
+    assert!(!names.contains(&"yanked".to_owned()));
+}
+
+#[test]
+fn a_database_of_schema_1_migrates_to_the_change_log_and_its_replicas_resync() {
+    let Some(pg) = migrated() else { return };
+    let (ca, cb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = PgStore::open(&pg.uri(), ca.path()).unwrap();
+    a.publish(&skill("alpha", "1", "alpha")).unwrap();
+    let b = PgStore::open(&pg.uri(), cb.path()).unwrap();
+    assert!(served(&b.live(), "alpha").is_some());
+    drop((a, b));
+    // Back to schema 1 as it shipped (migration 2 undone), with the skill still in it.
+    sql(&pg)
+        .batch_execute(
+            "DROP TABLE changes; DROP TABLE hub_state; DROP INDEX versions_current;
+             DELETE FROM schema_migrations WHERE version = 2;",
+        )
+        .unwrap();
+    let err = PgStore::open(&pg.uri(), cb.path()).unwrap_err();
+    assert!(err.to_string().contains("schema version 1"), "{err}");
+    assert_eq!(pg::migrate(&pg.uri()).unwrap(), 2);
+    // A new epoch: B's place belongs to the database before, so it compares every skill once.
+    let b = PgStore::open(&pg.uri(), cb.path()).unwrap();
+    let a = PgStore::open(&pg.uri(), ca.path()).unwrap();
+    a.publish(&skill("beta", "1", "beta")).unwrap();
+    assert_eq!(
+        b.sync().unwrap(),
+        Synced {
+            changed: vec!["beta".into()],
+            full: false
+        }
+    );
+    assert!(served(&b.live(), "alpha").is_some());
 }

@@ -581,3 +581,184 @@ fn loading_a_fifo_never_blocks() {
     assert_eq!((d.code.as_str(), &d.path), ("not-a-file", &fifo), "{d:?}");
     assert!(d.message.contains("FIFO"), "{d:?}");
 }
+
+/// What the index holds, comparable across indexes: (root, id, path, name, valid) per document.
+fn held(idx: &SkillIndex) -> Vec<(usize, String, std::path::PathBuf, String, bool)> {
+    idx.doc_keys()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k.root,
+                k.rel.clone(),
+                k.path.clone(),
+                k.name.clone(),
+                k.valid,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn refreshing_named_directories_looks_at_them_and_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    write_skill(
+        &root,
+        "alpha",
+        "alpha",
+        "Rotate the vault credentials",
+        "v1",
+    );
+    write_skill(&root, "beta", "beta", "Compress images for the web", "v1");
+    write_skill(&root, "team/gamma", "gamma", "Render charts from CSV", "v1");
+    let roots = Roots::explicit([&root]);
+    let (idx, _) = open(&home, &roots, Refresh::Always);
+    let verified = idx.verified_at_ms();
+    std::thread::sleep(std::time::Duration::from_millis(10));
+
+    // Both change on disk; only alpha is named.
+    write_skill(
+        &root,
+        "alpha",
+        "alpha",
+        "Rotate the database passwords",
+        "v2",
+    );
+    write_skill(&root, "beta", "beta", "Transcode videos to webm", "v2");
+    let r = idx.refresh_dirs(&[root.join("alpha")], &|_| {}).unwrap();
+    assert_eq!((r.added, r.updated, r.removed, r.unchanged), (0, 1, 0, 0));
+    assert_eq!(ids(&idx, "database passwords"), ["alpha"]);
+    assert!(
+        ids(&idx, "transcode videos").is_empty(),
+        "beta was not named"
+    );
+    assert_eq!(ids(&idx, "compress images"), ["beta"]);
+    assert_eq!(idx.verified_at_ms(), verified, "not a check of every root");
+
+    // A `SKILL.md` path names its directory.
+    let r = idx
+        .refresh_dirs(&[root.join("beta/SKILL.md")], &|_| {})
+        .unwrap();
+    assert_eq!(r.updated, 1);
+    assert_eq!(ids(&idx, "transcode videos"), ["beta"]);
+
+    // Added and removed directories; a group directory covers what is below it.
+    write_skill(
+        &root,
+        "team/delta",
+        "delta",
+        "Deploy the billing service",
+        "v1",
+    );
+    fs::remove_dir_all(root.join("alpha")).unwrap();
+    let generation = idx.generation();
+    let r = idx
+        .refresh_dirs(
+            &[
+                root.join("alpha"),
+                root.join("team"),
+                root.join("team/delta"),
+            ],
+            &|_| {},
+        )
+        .unwrap();
+    assert_eq!((r.added, r.updated, r.removed, r.unchanged), (1, 0, 1, 1));
+    assert_ne!(idx.generation(), generation);
+    assert_eq!(ids(&idx, "billing service"), ["team/delta"]);
+    assert!(ids(&idx, "database passwords").is_empty());
+
+    // Nothing new under a directory: nothing is written.
+    let generation = idx.generation();
+    let r = idx.refresh_dirs(&[root.join("beta")], &|_| {}).unwrap();
+    assert_eq!((r.added, r.updated, r.removed, r.unchanged), (0, 0, 0, 1));
+    assert_eq!(idx.generation(), generation);
+
+    // The walk's rules hold from the root down: nothing below a skill, nothing in a skipped
+    // directory, nothing deeper than discovery goes.
+    write_skill(&root, "beta/sub", "beta-sub", "Nested below a skill", "x");
+    write_skill(&root, "node_modules/pkg", "pkg", "Inside node_modules", "x");
+    write_skill(&root, "a/b/c/d/e/f/g", "deep", "Seven levels down", "x");
+    let r = idx
+        .refresh_dirs(
+            &[
+                root.join("beta/sub"),
+                root.join("node_modules/pkg"),
+                root.join("a/b/c/d/e/f/g"),
+                tmp.path().join("elsewhere"),
+            ],
+            &|_| {},
+        )
+        .unwrap();
+    assert_eq!((r.added, r.updated, r.removed), (0, 0, 0));
+    // beta's SKILL.md gone: its directory is a group now, and what is below it shows.
+    fs::remove_file(root.join("beta/SKILL.md")).unwrap();
+    let r = idx
+        .refresh_dirs(&[root.join("beta/SKILL.md")], &|_| {})
+        .unwrap();
+    assert_eq!((r.added, r.removed), (1, 1));
+    assert_eq!(ids(&idx, "nested below a skill"), ["beta/sub"]);
+
+    // The named refreshes leave the index as a full build from the same files would.
+    let fresh = open(&tmp.path().join("home2"), &roots, Refresh::Always).0;
+    assert_eq!(held(&idx), held(&fresh));
+    let r = idx.refresh(&|_| {}).unwrap();
+    assert_eq!((r.added, r.updated, r.removed), (0, 0, 0), "{r:?}");
+}
+
+#[test]
+fn a_named_refresh_replaces_the_walk_findings_under_it_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    write_skill(&root, "ok", "ok", "A fine skill", "x");
+    let secret = write_file(&tmp.path().join("secret.txt"), "not a skill");
+    for dir in ["one", "two"] {
+        fs::create_dir_all(root.join(dir)).unwrap();
+        std::os::unix::fs::symlink(&secret, root.join(dir).join("SKILL.md")).unwrap();
+    }
+    let roots = Roots::explicit([&root]);
+    let (idx, _) = open(&home, &roots, Refresh::Always);
+    let outside = |idx: &SkillIndex| -> Vec<String> {
+        let mut v: Vec<String> = idx
+            .walk_diagnostics()
+            .iter()
+            .filter(|d| d.code == "outside-skill")
+            .map(|d| {
+                d.path
+                    .parent()
+                    .unwrap()
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(outside(&idx), ["one", "two"]);
+    fs::remove_file(root.join("one/SKILL.md")).unwrap();
+    write_skill(&root, "one", "one", "Fixed now", "x");
+    let r = idx.refresh_dirs(&[root.join("one")], &|_| {}).unwrap();
+    assert_eq!(r.added, 1);
+    assert_eq!(outside(&idx), ["two"]);
+    // Kept across a re-open: the state was saved.
+    drop(idx);
+    let (idx, _) = open(&home, &roots, Refresh::Never);
+    assert_eq!(outside(&idx), ["two"]);
+}
+
+#[test]
+fn a_named_directory_inside_nested_roots_falls_back_to_a_full_refresh() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    let inner = root.join("inner");
+    write_skill(&inner, "x", "x", "Zebra crossings", "x");
+    let roots = Roots::explicit([&root, &inner]);
+    let (idx, _) = open(&home, &roots, Refresh::Always);
+    write_skill(&root, "y", "y", "Walrus colonies", "y");
+    // `inner/x` is inside both roots: a full refresh, which also finds `y`.
+    let r = idx.refresh_dirs(&[inner.join("x")], &|_| {}).unwrap();
+    assert_eq!(r.added, 1, "{r:?}");
+    assert_eq!(ids(&idx, "walrus colonies"), ["y"]);
+}

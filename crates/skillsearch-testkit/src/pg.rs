@@ -254,7 +254,7 @@ impl Postgres {
             .args(["-P", &pid])
             .output()
             .unwrap();
-        let mut pids = vec![pid];
+        let mut pids = vec![pid.clone()];
         pids.extend(
             String::from_utf8_lossy(&children.stdout)
                 .split_whitespace()
@@ -265,7 +265,15 @@ impl Postgres {
             .args(&pids)
             .status()
             .unwrap();
-        assert!(st.success(), "kill -{sig} {pids:?}");
+        // A backend may exit between pgrep and kill (kill then fails for it alone and still
+        // signals the rest); only a postmaster that is gone is a failure.
+        if !st.success() {
+            let alive = std::process::Command::new("kill")
+                .args(["-0", &pid])
+                .status()
+                .unwrap();
+            assert!(alive.success(), "kill -{sig} {pids:?}: the postmaster is gone");
+        }
     }
 
     /// Stops the server (`fast`: open connections are cut, as in a restart under load).

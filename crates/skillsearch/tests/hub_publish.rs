@@ -420,3 +420,64 @@ fn require_token_closes_reads_to_unknown_callers() {
     let (st, _) = h.call("GET", "/health", None, b"");
     assert_eq!(st, 200, "health stays open");
 }
+
+#[test]
+fn a_write_refreshes_only_the_skill_it_changed() {
+    let h = hub(&[]);
+    let publish = h.token("publish");
+    let base = h.base();
+    let team = h.tmp.path().join("team");
+    let send = |name: &str, version: &str, body: &str| {
+        write_file(
+            &team.join(name).join("SKILL.md"),
+            skill_md(name, version, body),
+        );
+        let dir = team.join(name);
+        let out = h.cli_with_key(
+            Some(&publish),
+            &["hub", "publish", dir.to_str().unwrap(), "--hub", &base],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    send("deploy-notes", "1.0.0", "# Deploy\n\n- run the checklist");
+    // Past the watcher's first look at the disk.
+    std::thread::sleep(Duration::from_millis(800));
+    // A skill put into the store's tree by hand, behind the store's back: the writes below
+    // look only at the skill each one changes, so it stays unseen (until the minute's
+    // catch-up), while each written skill is found as soon as its call answers.
+    write_skill(
+        &h.store.join("live"),
+        "smuggled",
+        "smuggled",
+        "Zebra pipelines for tax invoices",
+        "x",
+    );
+    send(
+        "rollback-notes",
+        "1.0.0",
+        "# Rollback\n\n- undo the rollout",
+    );
+    assert_eq!(h.discover("rollback undo rollout"), ["rollback-notes"]);
+    send(
+        "deploy-notes",
+        "1.1.0",
+        "# Deploy\n\n- run the walrus checklist",
+    );
+    assert_eq!(h.discover("walrus"), ["deploy-notes"]);
+    let token = Some(publish.as_str());
+    let (st, _) = h.call(
+        "POST",
+        "/openapi/v1/skills/deploy-notes/versions/1.1.0/yank",
+        token,
+        b"",
+    );
+    assert_eq!(st, 200);
+    assert!(h.discover("walrus").is_empty());
+    let (st, _) = h.call("DELETE", "/openapi/v1/skills/rollback-notes", token, b"");
+    assert_eq!(st, 200);
+    assert!(h.discover("rollback undo rollout").is_empty());
+    assert!(
+        h.discover("zebra pipelines tax invoices").is_empty(),
+        "a write walked the whole tree"
+    );
+}

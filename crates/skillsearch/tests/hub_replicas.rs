@@ -90,7 +90,10 @@ fn two_replicas_over_one_database_publish_fail_over_and_ride_out_the_database() 
     for _ in 0..2 {
         let out = cli(&admin, None, &["hub", "migrate", "--store", &uri]);
         assert!(out.status.success(), "{}", text(&out.stderr));
-        assert!(text(&out.stdout).contains("schema version 1"));
+        assert!(text(&out.stdout).contains(&format!(
+            "schema version {}",
+            skillsearch_core::registry::pg::SCHEMA_VERSION
+        )));
     }
     let out = cli(
         &admin,
@@ -262,4 +265,100 @@ fn two_replicas_over_one_database_publish_fail_over_and_ride_out_the_database() 
         .get("rotate-creds", Instant::now() + Duration::from_secs(10))
         .unwrap();
     assert!(rec.skill_md.unwrap().contains("then restart"));
+}
+
+/// Waits up to 2 s for B's discover of `q` to answer `want`.
+fn until_found(base: &str, cache: &Path, q: &str, want: &[&str], b: &Daemon) {
+    let t = Instant::now();
+    while found(base, cache, q) != want {
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "`{q}` on replica B is not {want:?} after 2 s: {:?}; B's stderr: {}",
+            found(base, cache, q),
+            b.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_yank_and_a_delete_through_one_replica_reach_the_others_index() {
+    let Some(pg) = Postgres::new() else {
+        return;
+    };
+    let uri = pg.uri();
+    let tmp = tempfile::tempdir().unwrap();
+    let admin = tmp.path().join("admin");
+    let out = cli(&admin, None, &["hub", "migrate", "--store", &uri]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = cli(
+        &admin,
+        None,
+        &[
+            "hub", "token", "create", "--scope", "publish", "--store", &uri,
+        ],
+    );
+    let token = text(&out.stdout).trim().to_owned();
+    let a = replica(&tmp.path().join("a"), &uri);
+    let b = replica(&tmp.path().join("b"), &uri);
+    let (base_a, base_b) = (format!("http://{}", a.addr), format!("http://{}", b.addr));
+    let cache = tmp.path().join("cache");
+    let team = tmp.path().join("team");
+    skill(&team, "rotate-creds", "1.0.0", "# Rotate\n\n- vault write");
+    write_file(
+        &team.join("resize-images").join("SKILL.md"),
+        "---\nname: resize-images\ndescription: Resize and compress images for the web\nversion: 1.0.0\n---\n\nmogrify\n",
+    );
+    let publish = |args: &[&str]| {
+        let mut all = vec!["hub"];
+        all.extend_from_slice(args);
+        all.extend(["--hub", base_a.as_str()]);
+        let out = cli(&admin, Some(&token), &all);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    };
+    publish(&["publish", team.to_str().unwrap()]);
+    until_found(
+        &base_b,
+        &cache,
+        "rotate database credentials",
+        &["rotate-creds"],
+        &b,
+    );
+    until_found(&base_b, &cache, "resize images", &["resize-images"], &b);
+
+    // A second version, then yanked: B serves the first again.
+    skill(
+        &team,
+        "rotate-creds",
+        "1.1.0",
+        "# Rotate\n\n- vault write, then restart",
+    );
+    publish(&["publish", team.join("rotate-creds").to_str().unwrap()]);
+    let c = HubClient::new(&HubSettings::new(&base_b, tmp.path().join("c2"))).unwrap();
+    let body = |c: &HubClient| {
+        c.get("rotate-creds", Instant::now() + Duration::from_secs(10))
+            .ok()
+            .and_then(|r| r.skill_md)
+            .unwrap_or_default()
+    };
+    let t = Instant::now();
+    while !body(&c).contains("then restart") {
+        assert!(t.elapsed() < Duration::from_secs(2), "1.1.0 not on B");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    publish(&["yank", "rotate-creds", "1.1.0"]);
+    let t = Instant::now();
+    while body(&c).contains("then restart") {
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "the yank did not reach B"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(body(&c).contains("vault write"));
+    // The only version yanked: gone from B's answers; a delete likewise.
+    publish(&["yank", "rotate-creds", "1.0.0"]);
+    until_found(&base_b, &cache, "rotate database credentials", &[], &b);
+    publish(&["delete", "resize-images"]);
+    until_found(&base_b, &cache, "resize images", &[], &b);
 }

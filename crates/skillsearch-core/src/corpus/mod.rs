@@ -214,6 +214,83 @@ pub fn discover(roots: &Roots) -> (Vec<FoundFile>, Vec<Diagnostic>) {
     (files, diags)
 }
 
+/// What [`discover`] finds at and below `dir`, a directory strictly inside one root: the same
+/// rules (depth, skipped names, no descent below a `SKILL.md`, loops), applied to the
+/// directories between the root and `dir` too, so the answer is the part of a full walk that
+/// lies under `dir`. One difference: a skill also reachable through a link from elsewhere in
+/// the root is not known here to be a duplicate (a full walk keeps the first path it meets).
+/// Costs the ancestors' `stat`s plus the walk of `dir` itself, whatever the root holds.
+///
+/// Nothing when `dir` is inside no root; `None` when a full walk is needed instead: `dir` is a
+/// root itself, lies inside several (nested) roots, or is not a plain path below its root.
+pub fn discover_under(roots: &Roots, dir: &Path) -> Option<(Vec<FoundFile>, Vec<Diagnostic>)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = absolute(dir);
+    let mut inside = roots
+        .0
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| dir.starts_with(&r.path));
+    let Some((root_idx, root)) = inside.next() else {
+        return Some((Vec::new(), Vec::new()));
+    };
+    if inside.next().is_some() {
+        return None;
+    }
+    let names: Vec<&OsStr> = dir
+        .strip_prefix(&root.path)
+        .ok()?
+        .components()
+        .map(|c| match c {
+            std::path::Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let (last, between) = names.split_last()?;
+    let nothing = Some((Vec::new(), Vec::new()));
+    if names.len() > MAX_DEPTH
+        || names
+            .iter()
+            .any(|n| n.to_str().is_some_and(|n| SKIP_DIRS.contains(&n)))
+    {
+        return nothing;
+    }
+    let mut walk = Walk {
+        root_idx,
+        root: &root.path,
+        visited: Visited::default(),
+        files: Vec::new(),
+        identities: Vec::new(),
+        diags: Vec::new(),
+    };
+    // The root and each directory down to `dir`'s parent: a full walk descends through them
+    // only when each is a directory (reached once) without a `SKILL.md` of any kind.
+    let mut ancestor = root.path.clone();
+    for name in std::iter::once(None).chain(between.iter().map(Some)) {
+        if let Some(n) = name {
+            ancestor.push(n);
+        }
+        match std::fs::metadata(&ancestor) {
+            Ok(m) if m.is_dir() && walk.visited.dirs.insert((m.dev(), m.ino())) => {}
+            _ => return nothing,
+        }
+        match std::fs::symlink_metadata(ancestor.join(SKILL_FILE)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            _ => return nothing,
+        }
+    }
+    // Its parent's listing names only directories (or links to them): anything else, or
+    // nothing at all (a skill removed), is not walked.
+    let dir = ancestor.join(last);
+    if !std::fs::metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return nothing;
+    }
+    walk.dir(&dir, names.len(), None);
+    // One walk: a skill met twice through links is already kept once (`visited.files`).
+    let (files, diags) = (walk.files, walk.diags);
+    Some((files, diags))
+}
+
 /// What the walk has seen, by (device, inode): directories (for loops) and `SKILL.md` files (a
 /// skill reached twice through a link is indexed once).
 #[derive(Default)]
@@ -635,6 +712,54 @@ mod tests {
         let rels: Vec<_> = files.iter().map(|f| f.rel.as_str()).collect();
         assert_eq!(rels, ["1/2/3/4/5/6", "a", "b", "group/c"]);
         assert!(diags.is_empty(), "{diags:?}");
+    }
+
+    #[test]
+    fn a_walk_under_one_directory_finds_what_a_full_walk_finds_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path().join("root");
+        skill(&r, "a", "---\nname: a\n---\n");
+        skill(&r, "a/nested", "---\nname: hidden-below-a-skill\n---\n");
+        skill(&r, "group/c", "---\nname: c\n---\n");
+        skill(&r, "group/sub/d", "---\nname: d\n---\n");
+        skill(&r, "node_modules/x", "---\nname: x\n---\n");
+        skill(&r, "1/2/3/4/5/6", "---\nname: deep-ok\n---\n");
+        skill(&r, "1/2/3/4/5/6b/7", "---\nname: too-deep\n---\n");
+        std::os::unix::fs::symlink(r.join("group"), r.join("group/sub/loop")).unwrap();
+        let roots = Roots::explicit([&r]);
+        let (all, _) = discover(&roots);
+        for dir in [
+            "a",
+            "a/nested",
+            "group",
+            "group/sub",
+            "group/sub/loop",
+            "node_modules/x",
+            "1/2/3/4/5/6",
+            "1/2/3/4/5/6b/7",
+            "missing",
+        ] {
+            let d = r.join(dir);
+            let (files, _) = discover_under(&roots, &d).unwrap();
+            let want: Vec<&FoundFile> = all.iter().filter(|f| f.path.starts_with(&d)).collect();
+            assert_eq!(files.iter().collect::<Vec<_>>(), want, "{dir}");
+        }
+        assert_eq!(
+            discover_under(&roots, &r.join("missing")),
+            Some((Vec::new(), Vec::new())),
+            "a directory that is not there is no finding"
+        );
+        let (files, diags) = discover_under(&roots, &r.join("group/sub/loop")).unwrap();
+        assert!(files.is_empty());
+        assert!(diags.iter().any(|d| d.code == "symlink-loop"), "{diags:?}");
+        // Outside every root: nothing. A root itself, or nested roots: a full walk instead.
+        assert_eq!(
+            discover_under(&roots, tmp.path()),
+            Some((Vec::new(), Vec::new()))
+        );
+        assert_eq!(discover_under(&roots, &r), None);
+        let nested = Roots::explicit([r.clone(), r.join("group")]);
+        assert_eq!(discover_under(&nested, &r.join("group/c")), None);
     }
 
     #[test]

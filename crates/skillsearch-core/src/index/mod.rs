@@ -217,6 +217,19 @@ fn stamps_differ(tdir: &Path, state: &State) -> bool {
     })
 }
 
+/// Which part of the disk a refresh compares with the index.
+#[derive(Debug, Clone, Copy)]
+enum Scope<'a> {
+    /// Every root: a full walk.
+    All,
+    /// These directories (absolute, none inside another) and what lies below them.
+    Dirs(&'a [PathBuf]),
+}
+
+/// Most directories one [`SkillIndex::refresh_dirs`] looks at separately; past this a full
+/// walk is cheaper.
+pub const TARGETED_MAX_DIRS: usize = 1024;
+
 /// How long a process waits for another one's first build of the same index before answering
 /// without it, and how often it looks.
 const FIRST_BUILD_WAIT: Duration = Duration::from_secs(120);
@@ -923,6 +936,59 @@ impl SkillIndex {
         Ok((searcher, keys))
     }
 
+    /// The document of id `rel` that counts (the first root's; valid or not), read from the
+    /// index directly: one term lookup, however many skills it holds, where
+    /// [`Self::doc_keys`] reads every document once per commit.
+    pub fn key_of(&self, rel: &str) -> Result<Option<DocKey>> {
+        let searcher = self.searcher();
+        let q = TermQuery::new(
+            Term::from_field_text(self.f.rel, rel),
+            IndexRecordOption::Basic,
+        );
+        let docs = searcher
+            .search(&q, &DocSetCollector)
+            .map_err(|e| self.index_err(e))?;
+        let mut best: Option<DocKey> = None;
+        for addr in docs {
+            let key = self.key_at(&searcher, addr)?;
+            if best.as_ref().is_none_or(|b| key.root < b.root) {
+                best = Some(key);
+            }
+        }
+        Ok(best)
+    }
+
+    /// The key of the document at `addr` of `searcher`, from its fast fields.
+    fn key_at(&self, searcher: &Searcher, addr: tantivy::DocAddress) -> Result<DocKey> {
+        let e = |e: tantivy::TantivyError| self.index_err(e);
+        let ff = searcher.segment_reader(addr.segment_ord).fast_fields();
+        let doc = addr.doc_id;
+        let u =
+            |name: &str| -> Result<u64> { Ok(ff.u64(name).map_err(e)?.first(doc).unwrap_or(0)) };
+        let text = |name: &str| -> Result<String> {
+            let mut out = String::new();
+            if let Some(col) = ff.str(name).map_err(e)?
+                && let Some(ord) = col.term_ords(doc).next()
+            {
+                col.ord_to_str(ord, &mut out)
+                    .map_err(|err| Error::io(&self.dir, err))?;
+            }
+            Ok(out)
+        };
+        Ok(DocKey {
+            root: u("root")? as usize,
+            rel: text("rel")?,
+            path: PathBuf::from(text("path")?),
+            name: text("name_key")?,
+            valid: u("valid")? == 1,
+            has_diag: u("has_diag")? == 1,
+            chash: u("chash")?,
+            size: u("size")?,
+            mtime_ns: ff.i64("mtime").map_err(e)?.first(doc).unwrap_or(0),
+            address: addr,
+        })
+    }
+
     fn read_doc_keys(&self, searcher: &Searcher) -> Result<Vec<DocKey>> {
         let mut out = Vec::with_capacity(searcher.num_docs() as usize);
         let e = |e: tantivy::TantivyError| self.index_err(e);
@@ -991,15 +1057,92 @@ impl SkillIndex {
     /// saves it). Changes the file system refuses to take (read-only, full, no permission) are
     /// rolled back and reported in [`RefreshReport::unsaved`]; the index answers as last saved.
     pub fn refresh(&self, progress: &dyn Fn(Progress)) -> Result<RefreshReport> {
+        self.refresh_in(Scope::All, progress)
+    }
+
+    /// [`Self::refresh`] of only what lies at and below `dirs` (directories under the roots, or
+    /// a `SKILL.md` in one): for an owner that knows what it changed, such as a hub store after
+    /// a write. Costs the walk of those directories and one lookup of the paths the index holds
+    /// under each, not a walk of every root: a change to one skill among a million reads one
+    /// directory. The same invariants hold: one commit for all of it, nothing written when
+    /// nothing changed. It does not count as a check of the whole disk
+    /// ([`Self::verified_at_ms`] stays), and falls back to a full refresh where a partial one
+    /// could not be exact: a root itself, nested roots, or more than
+    /// [`TARGETED_MAX_DIRS`] directories.
+    pub fn refresh_dirs(
+        &self,
+        dirs: &[PathBuf],
+        progress: &dyn Fn(Progress),
+    ) -> Result<RefreshReport> {
+        let mut wanted: Vec<PathBuf> = dirs
+            .iter()
+            .map(|d| {
+                let d = corpus::absolute(d);
+                match d.file_name() {
+                    Some(n) if n == corpus::SKILL_FILE => {
+                        d.parent().map_or(d.clone(), Path::to_path_buf)
+                    }
+                    _ => d,
+                }
+            })
+            .collect();
+        wanted.sort();
+        wanted.dedup();
+        // A directory inside another one of the list is covered by it.
+        let mut outer: Vec<PathBuf> = Vec::with_capacity(wanted.len());
+        for d in wanted {
+            if !outer.last().is_some_and(|o| d.starts_with(o)) {
+                outer.push(d);
+            }
+        }
+        if outer.len() > TARGETED_MAX_DIRS {
+            return self.refresh(progress);
+        }
+        self.refresh_in(Scope::Dirs(&outer), progress)
+    }
+
+    fn refresh_in(&self, scope: Scope<'_>, progress: &dyn Fn(Progress)) -> Result<RefreshReport> {
         let started = Instant::now();
-        let (files, walk_diags) = corpus::discover(&self.roots);
-        let keys = self.doc_keys()?;
+        let (files, walk_diags) = match scope {
+            Scope::All => corpus::discover(&self.roots),
+            Scope::Dirs(dirs) => {
+                let mut files = Vec::new();
+                let mut diags = Vec::new();
+                for d in dirs {
+                    let Some((f, dg)) = corpus::discover_under(&self.roots, d) else {
+                        return self.refresh(progress);
+                    };
+                    files.extend(f);
+                    diags.extend(dg);
+                }
+                (files, diags)
+            }
+        };
+        let all_keys;
+        let under: Vec<(PathBuf, u64, i64)>;
         // Keyed by the path's bytes: hashing a `PathBuf` walks its components, which at 64K
         // skills costs more than the comparison itself.
-        let existing: HashMap<&std::ffi::OsStr, (u64, i64)> = keys
-            .iter()
-            .map(|k| (k.path.as_os_str(), (k.size, k.mtime_ns)))
-            .collect();
+        let existing: HashMap<&std::ffi::OsStr, (u64, i64)> = match scope {
+            Scope::All => {
+                all_keys = self.doc_keys()?;
+                all_keys
+                    .iter()
+                    .map(|k| (k.path.as_os_str(), (k.size, k.mtime_ns)))
+                    .collect()
+            }
+            Scope::Dirs(dirs) => {
+                let searcher = self.searcher();
+                let mut found = Vec::new();
+                for d in dirs {
+                    found.extend(self.docs_under(&searcher, d)?);
+                }
+                under = found;
+                under
+                    .iter()
+                    .map(|(p, size, mtime)| (p.as_os_str(), (*size, *mtime)))
+                    .collect()
+            }
+        };
         let mut report = RefreshReport {
             diagnostics: walk_diags.clone(),
             ..RefreshReport::default()
@@ -1031,7 +1174,7 @@ impl SkillIndex {
         report.removed = removed.len();
         let mut changed = false;
         if !to_read.is_empty() || !removed.is_empty() {
-            let full_build = existing.is_empty();
+            let full_build = matches!(scope, Scope::All) && existing.is_empty();
             let threads = if full_build { self.cfg.threads } else { 1 };
             let heap = if full_build {
                 64_000_000 * threads
@@ -1084,7 +1227,7 @@ impl SkillIndex {
                 .collect();
             if seen_segments != now_segments {
                 drop(writer);
-                return self.refresh(progress);
+                return self.refresh_in(scope, progress);
             }
             // Small updates add a segment each; merging them costs more than it saves until
             // there are many, so merge only then (and wait, so no merge is left half-done). A
@@ -1159,12 +1302,28 @@ impl SkillIndex {
                 .state
                 .lock()
                 .map_err(|_| Error::Invalid("index state lock poisoned".into()))?;
-            state.verified_at_ms = now_ms();
             if changed {
                 state.files = segment_stamps(&self.dir.join("tantivy"));
             }
-            let dirty = changed || state.walk_diagnostics != walk_diags;
-            state.walk_diagnostics = walk_diags;
+            let now_diags = match scope {
+                Scope::All => {
+                    state.verified_at_ms = now_ms();
+                    walk_diags
+                }
+                // The walk's findings elsewhere stand; those under the directories are new.
+                Scope::Dirs(dirs) => {
+                    let mut kept: Vec<Diagnostic> = state
+                        .walk_diagnostics
+                        .iter()
+                        .filter(|d| !dirs.iter().any(|dir| d.path.starts_with(dir)))
+                        .cloned()
+                        .collect();
+                    kept.extend(walk_diags);
+                    kept
+                }
+            };
+            let dirty = changed || state.walk_diagnostics != now_diags;
+            state.walk_diagnostics = now_diags;
             (
                 serde_json::to_vec_pretty(&*state).unwrap_or_default(),
                 dirty,
@@ -1177,6 +1336,39 @@ impl SkillIndex {
         }
         report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
         Ok(report)
+    }
+
+    /// The documents whose path lies below `dir` (starts with `dir/`), with their size and
+    /// mtime: one range of the path terms, however many documents the index holds.
+    fn docs_under(&self, searcher: &Searcher, dir: &Path) -> Result<Vec<(PathBuf, u64, i64)>> {
+        let mut lo = dir.to_string_lossy().into_owned();
+        lo.push('/');
+        // Every path that starts with `dir/` sorts below `dir0` (`'0'` follows `'/'`).
+        let hi = format!("{}0", &lo[..lo.len() - 1]);
+        let q = tantivy::query::InvertedIndexRangeQuery::new(
+            std::ops::Bound::Included(Term::from_field_text(self.f.path, &lo)),
+            std::ops::Bound::Excluded(Term::from_field_text(self.f.path, &hi)),
+        );
+        let docs = searcher
+            .search(&q, &DocSetCollector)
+            .map_err(|e| self.index_err(e))?;
+        let mut out = Vec::with_capacity(docs.len());
+        for addr in docs {
+            let ff = searcher.segment_reader(addr.segment_ord).fast_fields();
+            let size = ff.u64("size").map_err(|e| self.index_err(e))?;
+            let mtime = ff.i64("mtime").map_err(|e| self.index_err(e))?;
+            let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
+            let path = doc
+                .get_first(self.f.path)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
+            out.push((
+                PathBuf::from(path),
+                size.first(addr.doc_id).unwrap_or(0),
+                mtime.first(addr.doc_id).unwrap_or(0),
+            ));
+        }
+        Ok(out)
     }
 
     /// Writes `state.json`; when the file system refuses, records that the state is unsaved.

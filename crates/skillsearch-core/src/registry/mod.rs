@@ -121,16 +121,30 @@ fn text(fields: &Map<String, Value>, key: &str) -> Option<String> {
 pub struct Registry {
     /// Records by `skill_id`, with the (size, mtime) of the `SKILL.md` they were built from.
     cache: Mutex<HashMap<String, (Stamp, Arc<Record>)>>,
-    /// For the index's current documents: position by `skill_id` and by UUID.
-    lookup: Mutex<Option<Lookup>>,
+    /// Which `skill_id` each UUID stands for (see [`Registry::find`]).
+    uuids: Mutex<Uuids>,
 }
 
 type Stamp = (u64, i64);
 
-#[derive(Debug)]
-struct Lookup {
-    keys: Arc<Vec<DocKey>>,
-    by_id: HashMap<String, usize>,
+/// The UUIDs of the skills an index held when it was last read whole: a UUID is a function of
+/// the `skill_id` alone, so an entry never goes wrong; a skill gone since finds no document.
+#[derive(Debug, Default)]
+struct Uuids {
+    by_uuid: HashMap<String, String>,
+    /// `skill_id` → UUID, so a pass hashes only ids it has not met.
+    by_id: HashMap<String, String>,
+    /// The index generation the last pass read.
+    read_at: Option<u64>,
+}
+
+/// Whether `id` has the shape of a UUID (`8-4-4-4-12` hex digits).
+fn uuid_shaped(id: &str) -> bool {
+    id.len() == 36
+        && id.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
 }
 
 impl Registry {
@@ -169,25 +183,57 @@ impl Registry {
             .collect())
     }
 
-    /// The record whose `id` or `skill_id` is `id`.
+    /// The record whose `id` or `skill_id` is `id`. A `skill_id` is looked up in the index
+    /// directly (one term), so a write, which makes a new index generation, costs the next
+    /// lookups nothing extra however many skills there are. A UUID is mapped to its `skill_id`
+    /// from what the last whole read of the index learnt; one it does not know makes a new
+    /// read (every document once), at most once per index generation.
     pub fn find(&self, index: &SkillIndex, id: &str) -> Result<Option<Arc<Record>>> {
-        let keys = index.doc_keys()?;
-        let mut lookup = self.lookup.lock().unwrap_or_else(|p| p.into_inner());
-        if lookup.as_ref().is_none_or(|l| !Arc::ptr_eq(&l.keys, &keys)) {
-            // Built once per index commit; the first root holding a `skill_id` wins.
-            let mut by_id = HashMap::with_capacity(keys.len() * 2);
-            for (i, k) in keys.iter().enumerate() {
-                by_id.entry(k.rel.clone()).or_insert(i);
-                by_id.entry(skill_uuid(&k.rel)).or_insert(i);
+        let known = self
+            .uuids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .by_uuid
+            .get(id)
+            .cloned();
+        let rel = match known {
+            Some(rel) => rel,
+            None if uuid_shaped(id) => self
+                .learn_uuids(index, id)?
+                .unwrap_or_else(|| id.to_owned()),
+            None => id.to_owned(),
+        };
+        Ok(index.key_of(&rel)?.and_then(|k| self.record(&k)))
+    }
+
+    /// Reads the UUIDs of every skill `index` holds, unless this generation was read already;
+    /// returns the `skill_id` whose UUID is `uuid`, if any.
+    fn learn_uuids(&self, index: &SkillIndex, uuid: &str) -> Result<Option<String>> {
+        let generation = index.generation();
+        let mut u = self.uuids.lock().unwrap_or_else(|p| p.into_inner());
+        if u.read_at != Some(generation) {
+            let keys = index.doc_keys()?;
+            let mut by_id = HashMap::with_capacity(keys.len());
+            let mut by_uuid = HashMap::with_capacity(keys.len());
+            for k in keys.iter() {
+                if by_id.contains_key(&k.rel) {
+                    continue;
+                }
+                let uuid = u
+                    .by_id
+                    .get(&k.rel)
+                    .cloned()
+                    .unwrap_or_else(|| skill_uuid(&k.rel));
+                by_uuid.insert(uuid.clone(), k.rel.clone());
+                by_id.insert(k.rel.clone(), uuid);
             }
-            *lookup = Some(Lookup {
-                keys: keys.clone(),
+            *u = Uuids {
+                by_uuid,
                 by_id,
-            });
+                read_at: Some(generation),
+            };
         }
-        let at = lookup.as_ref().and_then(|l| l.by_id.get(id).copied());
-        drop(lookup);
-        Ok(at.and_then(|i| self.record(&keys[i])))
+        Ok(u.by_uuid.get(uuid).cloned())
     }
 }
 
@@ -320,6 +366,46 @@ mod tests {
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "5");
         assert!(a.chars().all(|c| c.is_ascii_hexdigit() || c == '-'));
+    }
+
+    #[test]
+    fn records_are_found_by_id_and_uuid_across_index_generations() {
+        let t = tempfile::tempdir().unwrap();
+        let (first, second) = (t.path().join("first"), t.path().join("second"));
+        let write = |root: &Path, rel: &str, description: &str| {
+            let d = root.join(rel);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(
+                d.join("SKILL.md"),
+                format!("---\nname: {rel}\ndescription: {description}\n---\nbody\n"),
+            )
+            .unwrap();
+        };
+        write(&first, "pdf-forms", "Fill PDF forms");
+        write(&second, "pdf-forms", "A shadowed copy");
+        write(&first, "broken", "");
+        std::fs::write(first.join("broken/SKILL.md"), [0u8, 1, 2]).unwrap();
+        let cfg = crate::index::IndexConfig::new(t.path().join("home"));
+        let roots = corpus::Roots::explicit([&first, &second]);
+        let (idx, _) =
+            SkillIndex::open(&roots, &cfg, crate::index::Refresh::Always, &|_| {}).unwrap();
+        let reg = Registry::new();
+        let by_id = reg.find(&idx, "pdf-forms").unwrap().unwrap();
+        assert_eq!(by_id.description, "Fill PDF forms", "the first root wins");
+        let by_uuid = reg.find(&idx, &skill_uuid("pdf-forms")).unwrap().unwrap();
+        assert!(Arc::ptr_eq(&by_id, &by_uuid));
+        assert!(
+            reg.find(&idx, "broken").unwrap().is_none(),
+            "not a usable skill"
+        );
+        assert!(reg.find(&idx, &skill_uuid("missing")).unwrap().is_none());
+        assert!(reg.find(&idx, "missing").unwrap().is_none());
+        // A skill added since (a new generation) is found by its UUID too.
+        write(&first, "csv-clean", "Clean CSV files");
+        idx.refresh_dirs(&[first.join("csv-clean")], &|_| {})
+            .unwrap();
+        let csv = reg.find(&idx, &skill_uuid("csv-clean")).unwrap().unwrap();
+        assert_eq!(csv.skill_id, "csv-clean");
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! The hub's PostgreSQL store: skills, versions, bundles and tokens in one database that any
 //! number of stateless replicas share. The database is the source of truth; each replica serves
 //! a derived tree of the current versions (`<cache>/live/`, the same layout and the same atomic
-//! swap as the embedded [`Store`](super::store::Store)), kept in step by [`PgStore::sync`]:
-//! after each write of its own, on a `NOTIFY skillsearch_hub` from any replica, and every
-//! catch-up period ([`PgStore::follow`]).
+//! swap as the embedded [`Store`](super::store::Store)). A replica brings the skill it wrote
+//! into its tree at once; the others follow the change log (`changes`: one row per write,
+//! numbered in commit order) from where they were ([`PgStore::sync`]), on a `NOTIFY
+//! skillsearch_hub` from any replica and every catch-up period ([`PgStore::follow`]). Each
+//! write therefore costs every replica work for the skills it changed, not for the catalogue;
+//! the whole catalogue is compared only when a replica cannot trust its place in the log
+//! (first start, a log pruned past it, another database).
 //!
 //! Client: the blocking `postgres` crate. The engine library is synchronous; `postgres` is
 //! tokio-postgres with a small current-thread runtime owned by each client, so no runtime has to
@@ -13,8 +17,8 @@
 //!
 //! Schema (see `docs/hub-store.md`): `skills(name)`, `versions(seq, name, version, sha256, size,
 //! published_at, yanked, bundle)` with `unique(name, version)`, `tokens(id, scope, sha256,
-//! created)`, versioned by `schema_migrations` and changed only by [`migrate`]
-//! (`skillsearch hub migrate --store URI`).
+//! created)`, `changes(id, kind, name, at)` and `hub_state(epoch, pruned_through)`, versioned by
+//! `schema_migrations` and changed only by [`migrate`] (`skillsearch hub migrate --store URI`).
 
 use super::store::{
     LiveTree, Published, Scope, StoreError, Validated, Version, hex, now, republished, valid_name,
@@ -23,14 +27,25 @@ use super::store::{
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// The channel every write notifies (payload: the skill name, or empty for a token).
+/// The channel every write notifies (payload: the skill name, or empty for a token). A
+/// notification only wakes a replica: what changed is read from the change log.
 pub const CHANNEL: &str = "skillsearch_hub";
+
+/// How long the change log keeps a row. A replica away for longer finds the log pruned past
+/// its place and compares the whole catalogue once.
+pub const CHANGE_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Change-log rows a replica reads at a time.
+const CHANGE_BATCH: i64 = 5_000;
+
+/// The advisory lock every write takes before it numbers its change, held to its commit.
+const CHANGES_LOCK: i64 = 7_310_552_912;
 
 /// How long a connection attempt (TCP) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,7 +75,57 @@ const MIGRATIONS: &[&str] = &[
          sha256 text NOT NULL,
          created bigint NOT NULL
      );",
+    // 2: the change log replicas follow (one row per write, ids in commit order), the database's
+    // identity and how far the log was pruned, and an index for each skill's current version.
+    "CREATE TABLE changes (
+         id bigserial PRIMARY KEY,
+         kind text NOT NULL CHECK (kind IN ('skill', 'token')),
+         name text NOT NULL,
+         at bigint NOT NULL
+     );
+     CREATE INDEX changes_at ON changes (at);
+     CREATE TABLE hub_state (
+         only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+         epoch text NOT NULL,
+         pruned_through bigint NOT NULL DEFAULT 0
+     );
+     INSERT INTO hub_state (epoch) VALUES (gen_random_uuid()::text);
+     CREATE INDEX versions_current ON versions (name, seq) WHERE NOT yanked;",
 ];
+
+/// Records one write in the change log and notifies the replicas, inside the write's
+/// transaction `tx`; also prunes rows older than [`CHANGE_RETENTION`]. Change ids are handed out
+/// in commit order: the lock, held to the commit, makes every other write wait for its id, so
+/// a replica that has read the log up to id N never sees a smaller id commit later.
+fn record_change(
+    tx: &mut postgres::Transaction<'_>,
+    kind: &str,
+    name: &str,
+) -> Result<(), postgres::Error> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CHANGES_LOCK])?;
+    let cutoff = now().saturating_sub(CHANGE_RETENTION.as_secs()) as i64;
+    prune(tx, cutoff)?;
+    tx.execute(
+        "INSERT INTO changes (kind, name, at) VALUES ($1, $2, $3)",
+        &[&kind, &name, &(now() as i64)],
+    )?;
+    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &name])?;
+    Ok(())
+}
+
+/// Deletes the change-log rows written at or before `cutoff` (Unix seconds) and records the
+/// highest id deleted; returns how many went.
+fn prune(c: &mut impl postgres::GenericClient, cutoff: i64) -> Result<u64, postgres::Error> {
+    let row = c.query_one(
+        "WITH gone AS (DELETE FROM changes WHERE at <= $1 RETURNING id),
+              moved AS (UPDATE hub_state
+                        SET pruned_through = greatest(pruned_through, (SELECT max(id) FROM gone))
+                        WHERE EXISTS (SELECT 1 FROM gone))
+         SELECT count(*) FROM gone",
+        &[&cutoff],
+    )?;
+    Ok(row.get::<_, i64>(0).max(0) as u64)
+}
 
 /// A connection to `config` whose schema is the one this build reads and writes (otherwise the
 /// error says what to do).
@@ -102,7 +167,7 @@ fn insert_token(c: &mut Client, id: &str, scope: Scope, sha: &str) -> Result<(),
         "INSERT INTO tokens (id, scope, sha256, created) VALUES ($1, $2, $3, $4)",
         &[&id, &scope_text, &sha, &(now() as i64)],
     )?;
-    tx.execute("SELECT pg_notify($1, '')", &[&CHANNEL])?;
+    record_change(&mut tx, "token", "")?;
     tx.commit()
 }
 
@@ -255,8 +320,9 @@ pub struct PgStore {
     tree: LiveTree,
     /// The connection for requests (reconnected when it is found dead).
     conn: Mutex<Option<Client>>,
-    /// One sync of the live tree at a time (taken before `conn`, never after).
-    syncing: Mutex<()>,
+    /// One sync of the live tree at a time (taken before `conn`, never after), and this
+    /// replica's place in the change log (`None`: not trusted; the next sync compares all).
+    syncing: Mutex<Option<Place>>,
     /// Tokens as last read: a replica answers token checks while the database is away.
     tokens: RwLock<HashMap<String, TokenRow>>,
 }
@@ -272,6 +338,28 @@ impl std::fmt::Debug for PgStore {
 
 /// The file in the cache directory that says which database its live tree was synced from.
 const SYNCED_FILE: &str = "synced-from";
+
+/// The file in the cache directory that holds its [`Place`].
+const PLACE_FILE: &str = "sync-place.json";
+
+/// How far a replica's tree follows the change log: every change up to `change` of the
+/// database `uri` (shown form) whose `hub_state.epoch` is `epoch` is in it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Place {
+    uri: String,
+    epoch: String,
+    change: i64,
+}
+
+/// What one [`PgStore::sync`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Synced {
+    /// The skills whose served tree changed (added, replaced or removed), sorted.
+    pub changed: Vec<String>,
+    /// Whether the whole catalogue was compared (the replica could not trust its place in the
+    /// change log) rather than only what the log named.
+    pub full: bool,
+}
 
 impl PgStore {
     /// Connects to the store at `uri` (its schema must be at [`SCHEMA_VERSION`]: otherwise the
@@ -295,10 +383,15 @@ impl PgStore {
             cache: cache_dir.to_path_buf(),
             tree: LiveTree::new(cache_dir.join("live"), cache_dir.join("tmp")),
             conn: Mutex::new(None),
-            syncing: Mutex::new(()),
+            syncing: Mutex::new(None),
             tokens: RwLock::new(HashMap::new()),
         };
         store.tree.clear_tmp();
+        let place: Option<Place> = std::fs::read(cache_dir.join(PLACE_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .filter(|p: &Place| p.uri == store.shown);
+        *store.syncing.lock().unwrap_or_else(|p| p.into_inner()) = place;
         let marker = cache_dir.join(SYNCED_FILE);
         match store.sync() {
             Ok(_) => {
@@ -421,7 +514,7 @@ impl PgStore {
                 ],
             )?;
             if inserted.is_some() {
-                tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &name])?;
+                record_change(&mut tx, "skill", &name)?;
                 tx.commit()?;
                 return Ok(None);
             }
@@ -434,7 +527,7 @@ impl PgStore {
         if let Some((sha, yanked)) = existing {
             return republished(name, version, skipped, &sha256, (&sha, yanked));
         }
-        self.sync_after_write();
+        self.serve_after_write(&name, Some((&sha256, &zip)));
         Ok(Published {
             name,
             version,
@@ -443,11 +536,14 @@ impl PgStore {
         })
     }
 
-    /// After a committed write: serve it here at once. The write stands whatever happens here
-    /// (the next sync puts the tree right), so a failure is only logged.
-    fn sync_after_write(&self) {
-        if let Err(e) = self.sync() {
-            tracing::warn!(target: "hub", store = %self.shown, error = %e,
+    /// After a committed write to `name`: serves its current version here at once (`bundle`:
+    /// the digest and bundle just written, not fetched again when they are the current ones).
+    /// Only `name` is looked at. The write stands whatever happens here (the follower's next
+    /// sync sees the change in the log and puts the tree right), so a failure is only logged.
+    fn serve_after_write(&self, name: &str, bundle: Option<(&str, &[u8])>) {
+        let _one = self.syncing.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = self.serve_names(&BTreeSet::from([name.to_owned()]), bundle) {
+            tracing::warn!(target: "hub", store = %self.shown, skill = %name, error = %e,
                 "written to the hub store, but this replica's tree was not brought in step");
         }
     }
@@ -463,7 +559,7 @@ impl PgStore {
                 &[&name, &version],
             )?;
             if row.is_some() {
-                tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &name])?;
+                record_change(&mut tx, "skill", name)?;
                 tx.commit()?;
             }
             Ok(row)
@@ -473,7 +569,7 @@ impl PgStore {
                 "`{name}` has no version `{version}`"
             )));
         };
-        self.sync_after_write();
+        self.serve_after_write(name, None);
         Ok(Version {
             version: r.get(0),
             sha256: r.get(1),
@@ -490,7 +586,7 @@ impl PgStore {
             let n = tx.execute("DELETE FROM versions WHERE name = $1", &[&name])?;
             let skills = tx.execute("DELETE FROM skills WHERE name = $1", &[&name])?;
             if n + skills > 0 {
-                tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &name])?;
+                record_change(&mut tx, "skill", name)?;
                 tx.commit()?;
             }
             Ok(n)
@@ -498,26 +594,219 @@ impl PgStore {
         if removed == 0 {
             return Err(StoreError::NotFound(format!("no published skill `{name}`")));
         }
-        self.sync_after_write();
+        self.serve_after_write(name, None);
         Ok(removed as usize)
     }
 
     /// Brings `live/` in step with the database: each skill's current version (the latest not
-    /// yanked) served, skills with none removed. Only bundles whose digest differs from what is
-    /// served are fetched, and a fetched bundle must have the recorded digest. Also refreshes
-    /// the tokens. Returns how many skills changed.
-    pub fn sync(&self) -> Result<usize, StoreError> {
-        let _one = self.syncing.lock().unwrap_or_else(|p| p.into_inner());
-        let (current, tokens) = self.with_client(|c| {
-            let current = c.query(
+    /// yanked) served, skills with none removed. From a trusted place in the change log only
+    /// the skills the log names since are looked at (and the tokens reloaded when it names a
+    /// token); otherwise (first start, the log pruned past this replica's place, another
+    /// database or one restored to an earlier state) every skill is compared and the tokens
+    /// reloaded. Either way only bundles whose digest differs from what is served are fetched,
+    /// and a fetched bundle must have the recorded digest. The place reached is kept in the
+    /// cache directory, so a restarted replica carries on from it.
+    pub fn sync(&self) -> Result<Synced, StoreError> {
+        let mut place = self.syncing.lock().unwrap_or_else(|p| p.into_inner());
+        let head = self.with_client(|c| {
+            c.query_one(
+                "SELECT epoch, pruned_through,
+                        greatest(pruned_through, coalesce((SELECT max(id) FROM changes), 0))
+                 FROM hub_state",
+                &[],
+            )
+        })?;
+        let (epoch, pruned, top): (String, i64, i64) = (head.get(0), head.get(1), head.get(2));
+        let from = place
+            .as_ref()
+            .filter(|p| p.epoch == epoch && p.change >= pruned && p.change <= top)
+            .map(|p| p.change);
+        let (synced, reached) = match from {
+            Some(from) => self.sync_from(from)?,
+            None => {
+                if place.is_some() {
+                    tracing::info!(target: "hub", store = %self.shown,
+                        "this replica's place in the change log cannot be trusted (pruned past it, or another database); comparing every skill");
+                }
+                // `top` was read before the catalogue: a change committed since is read from
+                // the log next time.
+                (self.sync_all()?, top)
+            }
+        };
+        let now = Place {
+            uri: self.shown.clone(),
+            epoch,
+            change: reached,
+        };
+        if place.as_ref() != Some(&now) {
+            let p = self.cache.join(PLACE_FILE);
+            crate::fsio::write_atomic(&p, &serde_json::to_vec(&now).unwrap_or_default())
+                .map_err(|(p, e)| StoreError::Io { path: p, source: e })?;
+            *place = Some(now);
+        }
+        Ok(synced)
+    }
+
+    /// The changes after `from` in the log, a batch at a time: serves the skills they name and
+    /// reloads the tokens when one names a token. Returns what changed and the last change
+    /// applied.
+    fn sync_from(&self, from: i64) -> Result<(Synced, i64), StoreError> {
+        let mut reached = from;
+        let mut changed = BTreeSet::new();
+        loop {
+            let rows = self.with_client(|c| {
+                c.query(
+                    "SELECT id, kind, name FROM changes WHERE id > $1 ORDER BY id LIMIT $2",
+                    &[&reached, &CHANGE_BATCH],
+                )
+            })?;
+            let Some(last) = rows.last() else { break };
+            reached = last.get(0);
+            let mut names = BTreeSet::new();
+            let mut tokens = false;
+            for r in &rows {
+                match r.get::<_, &str>(1) {
+                    "token" => tokens = true,
+                    _ => {
+                        names.insert(r.get::<_, String>(2));
+                    }
+                }
+            }
+            if tokens {
+                self.reload_tokens()?;
+            }
+            changed.extend(self.serve_names(&names, None)?);
+            if (rows.len() as i64) < CHANGE_BATCH {
+                break;
+            }
+        }
+        Ok((
+            Synced {
+                changed: changed.into_iter().collect(),
+                full: false,
+            },
+            reached,
+        ))
+    }
+
+    /// Serves each of `names` as the database has it now (its current version, or nothing);
+    /// returns the names whose tree changed. `bundle`: a digest and bundle already in hand.
+    fn serve_names(
+        &self,
+        names: &BTreeSet<String>,
+        bundle: Option<(&str, &[u8])>,
+    ) -> Result<Vec<String>, StoreError> {
+        let wanted: Vec<&str> = names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| valid_name(n))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self.with_client(|c| {
+            c.query(
+                "SELECT DISTINCT ON (name) name, version, sha256 FROM versions
+                 WHERE name = ANY($1) AND NOT yanked ORDER BY name, seq DESC",
+                &[&wanted],
+            )
+        })?;
+        let current: HashMap<String, (String, String)> = rows
+            .iter()
+            .map(|r| (r.get(0), (r.get(1), r.get(2))))
+            .collect();
+        let mut changed = Vec::new();
+        for name in wanted {
+            let want = current.get(name).map(|(v, sha)| (v.as_str(), sha.as_str()));
+            if self.serve(name, want, bundle)? {
+                changed.push(name.to_owned());
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Compares every skill: serves each one's current version and removes the trees of
+    /// skills with none; reloads the tokens.
+    fn sync_all(&self) -> Result<Synced, StoreError> {
+        let current = self.with_client(|c| {
+            c.query(
                 "SELECT DISTINCT ON (name) name, version, sha256 FROM versions
                  WHERE NOT yanked ORDER BY name, seq DESC",
                 &[],
-            )?;
-            let tokens = c.query("SELECT id, scope, sha256 FROM tokens", &[])?;
-            Ok((current, tokens))
+            )
         })?;
-        let tokens: HashMap<String, TokenRow> = tokens
+        self.reload_tokens()?;
+        let mut changed = BTreeSet::new();
+        let mut wanted = std::collections::HashSet::new();
+        for r in &current {
+            let (name, version, sha): (String, String, String) = (r.get(0), r.get(1), r.get(2));
+            if !valid_name(&name) {
+                continue;
+            }
+            wanted.insert(name.clone());
+            if self.serve(&name, Some((&version, &sha)), None)? {
+                changed.insert(name);
+            }
+        }
+        for name in self.tree.names()? {
+            if !wanted.contains(&name) && self.serve(&name, None, None)? {
+                changed.insert(name);
+            }
+        }
+        Ok(Synced {
+            changed: changed.into_iter().collect(),
+            full: true,
+        })
+    }
+
+    /// Makes `live/<name>` serve `want` (version, digest), or nothing; returns whether the tree
+    /// changed. The bundle is fetched only when the served digest differs (from `bundle` when
+    /// that is the one wanted), and must have the recorded digest.
+    fn serve(
+        &self,
+        name: &str,
+        want: Option<(&str, &str)>,
+        bundle: Option<(&str, &[u8])>,
+    ) -> Result<bool, StoreError> {
+        let served = self.tree.served(name);
+        let Some((version, sha)) = want else {
+            if served.is_none() && std::fs::symlink_metadata(self.tree.live().join(name)).is_err() {
+                return Ok(false);
+            }
+            self.tree.go_live(name, None)?;
+            return Ok(true);
+        };
+        if served.is_some_and(|m| m.sha256 == sha) {
+            return Ok(false);
+        }
+        let zip: Vec<u8> = match bundle {
+            Some((have, zip)) if have == sha => zip.to_vec(),
+            _ => {
+                let row = self.with_client(|c| {
+                    c.query_opt(
+                        "SELECT bundle FROM versions WHERE name = $1 AND version = $2 AND NOT yanked",
+                        &[&name, &version],
+                    )
+                })?;
+                let Some(row) = row else {
+                    return Ok(false); // yanked or deleted since: the log names it again
+                };
+                row.get(0)
+            }
+        };
+        if hex(&Sha256::digest(&zip)) != sha {
+            tracing::warn!(target: "hub", skill = %name, %version,
+                "the stored bundle does not match its recorded digest; not served");
+            return Ok(false);
+        }
+        self.tree.go_live(name, Some((version, sha, &zip)))?;
+        Ok(true)
+    }
+
+    /// Reads every token again.
+    fn reload_tokens(&self) -> Result<(), StoreError> {
+        let rows = self.with_client(|c| c.query("SELECT id, scope, sha256 FROM tokens", &[]))?;
+        let tokens: HashMap<String, TokenRow> = rows
             .iter()
             .filter_map(|r| {
                 let scope = Scope::parse(r.get(1))?;
@@ -531,45 +820,21 @@ impl PgStore {
             })
             .collect();
         *self.tokens.write().unwrap_or_else(|p| p.into_inner()) = tokens;
+        Ok(())
+    }
 
-        let mut changed = 0;
-        let mut wanted = std::collections::HashSet::new();
-        for r in &current {
-            let name: String = r.get(0);
-            let version: String = r.get(1);
-            let sha: String = r.get(2);
-            if !valid_name(&name) {
-                continue;
-            }
-            wanted.insert(name.clone());
-            if self.tree.served(&name).is_some_and(|m| m.sha256 == sha) {
-                continue;
-            }
-            let bundle = self.with_client(|c| {
-                c.query_opt(
-                    "SELECT bundle FROM versions WHERE name = $1 AND version = $2 AND NOT yanked",
-                    &[&name, &version],
-                )
-            })?;
-            let Some(bundle) = bundle else {
-                continue; // yanked or deleted since: the next sync sees it
-            };
-            let zip: Vec<u8> = bundle.get(0);
-            if hex(&Sha256::digest(&zip)) != sha {
-                tracing::warn!(target: "hub", skill = %name, %version,
-                    "the stored bundle does not match its recorded digest; not served");
-                continue;
-            }
-            self.tree.go_live(&name, Some((&version, &sha, &zip)))?;
-            changed += 1;
-        }
-        for name in self.tree.names()? {
-            if !wanted.contains(&name) {
-                self.tree.go_live(&name, None)?;
-                changed += 1;
-            }
-        }
-        Ok(changed)
+    /// Deletes the change-log rows older than `older_than` (each write also prunes past
+    /// [`CHANGE_RETENTION`]); returns how many went. A replica whose place is before them
+    /// compares every skill at its next sync.
+    pub fn prune_changes(&self, older_than: Duration) -> Result<u64, StoreError> {
+        let cutoff = now().saturating_sub(older_than.as_secs()) as i64;
+        self.with_client(|c| {
+            let mut tx = c.transaction()?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CHANGES_LOCK])?;
+            let n = prune(&mut tx, cutoff)?;
+            tx.commit()?;
+            Ok(n)
+        })
     }
 
     /// Creates a token of `scope`; returns it (shown once: only its digest is kept).
@@ -640,14 +905,14 @@ impl PgStore {
 
     /// Keeps this replica's tree in step on a background thread: it LISTENs on its own
     /// connection, and on a notification, or every `catch_up` (what a lost notification or a
-    /// reconnect may have missed), calls [`sync`](Self::sync), then `on_change` when anything
-    /// changed. When the database goes away it reconnects with backoff (logging a warning) and
-    /// the tree stays as it was meanwhile. The thread ends when the returned [`Follower`] is
-    /// dropped or stopped.
+    /// reconnect may have missed), calls [`sync`](Self::sync), then `on_change` with the skills
+    /// whose tree changed, when any did. When the database goes away it reconnects with backoff
+    /// (logging a warning) and the tree stays as it was meanwhile. The thread ends when the
+    /// returned [`Follower`] is dropped or stopped.
     pub fn follow(
         self: &Arc<Self>,
         catch_up: Duration,
-        on_change: impl Fn() + Send + 'static,
+        on_change: impl Fn(&[String]) + Send + 'static,
     ) -> Follower {
         let stop = Arc::new(AtomicBool::new(false));
         let store = Arc::clone(self);
@@ -662,7 +927,7 @@ impl PgStore {
         }
     }
 
-    fn follow_loop(&self, catch_up: Duration, stop: &AtomicBool, on_change: &dyn Fn()) {
+    fn follow_loop(&self, catch_up: Duration, stop: &AtomicBool, on_change: &dyn Fn(&[String])) {
         const SLICE: Duration = Duration::from_millis(200);
         const MAX_BACKOFF: Duration = Duration::from_secs(5);
         let mut listener: Option<Client> = None;
@@ -718,8 +983,8 @@ impl PgStore {
             }
             if notified || Instant::now() >= next_sync {
                 match self.sync() {
-                    Ok(0) => {}
-                    Ok(_) => on_change(),
+                    Ok(s) if s.changed.is_empty() => {}
+                    Ok(s) => on_change(&s.changed),
                     Err(e) => {
                         tracing::warn!(target: "hub", error = %e, "hub store sync failed; serving the tree as it is");
                     }

@@ -91,6 +91,8 @@ struct App {
     current: Arc<Current>,
     registry: Registry,
     store: HubStore,
+    /// The store's tree, as the index's first root names it.
+    live_root: PathBuf,
     /// See [`HubOptions::token`].
     token: Option<String>,
     require_token: bool,
@@ -113,6 +115,8 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result
         std::iter::once(store.live()).chain(settings.skills.iter().cloned()),
     );
     let live = store.live();
+    // The store's tree as the index names it (made absolute).
+    let live_root = roots.0[0].path.clone();
     if roots.0.iter().skip(1).any(|r| live.starts_with(&r.path)) {
         bail!(
             "the hub store's tree {} is inside a skill root; give --store a directory outside every --skills root",
@@ -147,26 +151,37 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result
                 Refresh::Always,
             )?))
         });
-        watch(&current, opts.refresh_every.as_millis() as u64, reopen);
+        // The store's tree changes only through the store, which says what it changed: the
+        // write routes and the follower refresh those skill directories, so the watcher leaves
+        // it to them (and to its catch-up).
+        watch(
+            &current,
+            opts.refresh_every.as_millis() as u64,
+            reopen,
+            std::slice::from_ref(&live_root),
+        );
     }
     {
         // A database store: what other replicas publish reaches this one's tree on their
-        // notification (or the catch-up); the index is refreshed at once rather than on the
-        // watcher's next look.
+        // notification (or the catch-up); the changed skills are refreshed in the index at once.
         let weak = Arc::downgrade(&current);
-        store.follow(opts.refresh_every.max(Duration::from_secs(1)), move || {
-            if let Some(c) = weak.upgrade()
-                && let Err(e) = c.get().refresh(&|_| {})
-            {
-                tracing::warn!(target: "hub", error = %e, "index not refreshed after a sync; the watcher will retry");
-            }
-        });
+        let live = live_root.clone();
+        store.follow(
+            opts.refresh_every.max(Duration::from_secs(1)),
+            move |names: &[String]| {
+                let dirs: Vec<PathBuf> = names.iter().map(|n| live.join(n)).collect();
+                if let Some(c) = weak.upgrade() {
+                    refresh_skills(&c, &dirs);
+                }
+            },
+        );
     }
     let app = Arc::new(App {
         engine,
         current,
         registry: Registry::new(),
         store,
+        live_root,
         token: opts.token.clone(),
         require_token,
         rate: RateLimiter::new(
@@ -187,6 +202,32 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result
         crate::serve::listen_and_serve(opts.addr, router(app), opts.limits, "hub").await
     })?;
     Ok(0)
+}
+
+/// Refreshes the skill directories `dirs` of the store's tree in `current`'s index
+/// ([`SkillIndex::refresh_dirs`](skillsearch_core::SkillIndex::refresh_dirs)): what a write
+/// changed, and nothing else. When the watcher holds the index's writer at that moment (its
+/// first look, or its catch-up), this waits for it and tries again, for up to 10 s: the watcher
+/// does not watch the store's tree, so the change would otherwise wait for the next catch-up.
+/// A failure is logged and left to that catch-up.
+fn refresh_skills(current: &Current, dirs: &[PathBuf]) {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        match current.get().refresh_dirs(dirs, &|_| {}) {
+            Ok(r) if r.locked && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(r) if r.locked => {
+                tracing::warn!(target: "hub", "index busy for 10 s after a write; the watcher's catch-up will index it");
+                return;
+            }
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(target: "hub", error = %e, "index not refreshed after a write; the watcher's catch-up will retry");
+                return;
+            }
+        }
+    }
 }
 
 fn router(app: Arc<App>) -> Router {

@@ -41,24 +41,10 @@ fn store_fail(e: StoreError) -> Fail {
     }
 }
 
-/// Brings the index in step with the store after a write, so the answer means "visible now".
-/// When the watcher is refreshing at that moment (it holds the index's writer), this waits for
-/// it and looks again: its pass may have started before the write. The watcher would see the
-/// change too, a moment later; a failure here is left to it.
-fn refresh(app: &App) {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match app.current.get().refresh(&|_| {}) {
-            Ok(r) if r.locked && std::time::Instant::now() < until => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Ok(_) => return,
-            Err(e) => {
-                tracing::warn!(target: "hub", error = %e, "index not refreshed after a write; the watcher will retry");
-                return;
-            }
-        }
-    }
+/// Brings the index in step with the store after a write to skill `name`, so the answer means
+/// "visible now": only that skill's directory is looked at (see [`super::refresh_skills`]).
+fn refresh(app: &App, name: &str) {
+    super::refresh_skills(&app.current, &[app.live_root.join(name)]);
 }
 
 /// The published name `id` stands for: the name itself, or the UUID of a published skill.
@@ -115,7 +101,7 @@ pub(super) async fn h_publish(
     let res = blocking_write(&writer, move || {
         let p = app.store.publish(&bytes).map_err(store_fail)?;
         if p.created {
-            refresh(&app);
+            refresh(&app, &p.name);
             tracing::info!(target: "hub", skill = %p.name, version = %p.version, "published");
         }
         Ok(json!({
@@ -169,7 +155,7 @@ pub(super) async fn h_yank(
         move |app| {
             let name = published_name(app, &id);
             let yanked = app.store.yank(&name, &version).map_err(store_fail)?;
-            refresh(app);
+            refresh(app, &name);
             let history = app.store.versions(&name).map_err(store_fail)?;
             tracing::info!(target: "hub", skill = %name, version = %yanked.version, "yanked");
             Ok(json!({"name": name, "yanked": yanked.version, "current": current(&history)}))
@@ -193,7 +179,7 @@ pub(super) async fn h_delete(
         move |app| {
             let name = published_name(app, &id);
             let n = app.store.delete(&name).map_err(store_fail)?;
-            refresh(app);
+            refresh(app, &name);
             tracing::info!(target: "hub", skill = %name, versions = n, "deleted");
             Ok(json!({"name": name, "deleted_versions": n}))
         },

@@ -67,8 +67,13 @@ impl HubStore {
     }
 
     /// Keeps a database store's tree in step with what other replicas write, calling
-    /// `on_change` after each change (a directory store has nobody else writing).
-    pub(crate) fn follow(&self, catch_up: Duration, on_change: impl Fn() + Send + 'static) {
+    /// `on_change` with the skills whose tree changed (a directory store has nobody else
+    /// writing).
+    pub(crate) fn follow(
+        &self,
+        catch_up: Duration,
+        on_change: impl Fn(&[String]) + Send + 'static,
+    ) {
         if let HubStore::Pg { store, follower } = self {
             *follower.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(store.follow(catch_up, on_change));

@@ -408,6 +408,7 @@ impl App {
                             &current,
                             refresh_ms,
                             Box::new(move || open(Refresh::Always)),
+                            &[],
                         );
                         anyhow::Ok(current)
                     })

@@ -170,9 +170,19 @@ fn refresh_or_rebuild(cur: &Current, reopen: &Reopen) {
     }
 }
 
-/// Keeps `cur` current until the last strong handle to it is gone.
-pub(crate) fn watch(cur: &Arc<Current>, refresh_ms: u64, reopen: Reopen) {
-    let roots: Vec<PathBuf> = cur.get().roots().0.iter().map(|r| r.path.clone()).collect();
+/// Keeps `cur` current until the last strong handle to it is gone. Roots in `owned` belong to
+/// a writer that refreshes the index itself after each change it makes (a hub store's `live/`,
+/// [`SkillIndex::refresh_dirs`]): they are not watched, and only the catch-up looks at them,
+/// so a write costs the index the directories it changed, not a walk of every root.
+pub(crate) fn watch(cur: &Arc<Current>, refresh_ms: u64, reopen: Reopen, owned: &[PathBuf]) {
+    let roots: Vec<PathBuf> = cur
+        .get()
+        .roots()
+        .0
+        .iter()
+        .map(|r| r.path.clone())
+        .filter(|p| !owned.contains(p))
+        .collect();
     let weak: Weak<Current> = Arc::downgrade(cur);
     // The first tick checks the disk: the index was opened without a walk when another process
     // checked it lately, and whatever changed since (or after a killed daemon's last commit)

@@ -628,7 +628,7 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: UiOptions) -> anyhow:
     let refresh = Refresh::IfOlderThan(Duration::from_millis(settings.refresh_ms));
     let current = Current::new(open(refresh)?);
     let reopen: Reopen = Box::new(move || open(Refresh::Always));
-    watch(&current, settings.refresh_ms, reopen);
+    watch(&current, settings.refresh_ms, reopen, &[]);
     let turns = DecisionLog::from_settings(&settings).map(|l| Mutex::new(Turns::new(l)));
     let app = Arc::new(App {
         engine,
