@@ -272,7 +272,10 @@ impl Postgres {
                 .args(["-0", &pid])
                 .status()
                 .unwrap();
-            assert!(alive.success(), "kill -{sig} {pids:?}: the postmaster is gone");
+            assert!(
+                alive.success(),
+                "kill -{sig} {pids:?}: the postmaster is gone"
+            );
         }
     }
 
