@@ -304,6 +304,13 @@ enum Command {
         /// bash, zsh, fish, elvish or powershell
         shell: clap_complete::Shell,
     },
+    /// Re-check the skill files of the roots given as JSON and save the check's time; what a
+    /// hook starts in the background when the check costs more than a turn (freshness.rs)
+    #[command(name = "check-index", hide = true)]
+    CheckIndex {
+        #[arg(long)]
+        roots: String,
+    },
     /// The man page (roff) on stdout (e.g. `skillsearch man > ~/.local/share/man/man1/skillsearch.1`)
     Man,
     /// A skill hub for a team: the SkillHub API over the skills of --skills (see `hub serve --help`)
@@ -920,6 +927,10 @@ fn dispatch(cli: Cli) -> Result<u8> {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "skillsearch", &mut buf);
             out.line(String::from_utf8_lossy(&buf).trim_end())?;
+            Ok(0)
+        }
+        Command::CheckIndex { roots } => {
+            crate::freshness::run_check(&home, &roots)?;
             Ok(0)
         }
         Command::Man => {

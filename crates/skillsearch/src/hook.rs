@@ -5,11 +5,10 @@
 //! When a warm skillsearch process (the MCP server, the daemon) answers on the home's socket,
 //! the turn is its full answer, hybrid included (see `warm`); otherwise the hook ranks itself.
 
-use crate::context::{Flags, host_paths, open_index, roots_of, settings};
-use crate::warm;
+use crate::context::{Flags, host_paths, roots_of, settings};
+use crate::{freshness, warm};
 use serde_json::{Value, json};
 use skillsearch_core::config::{Mode, Settings};
-use skillsearch_core::index::Refresh;
 use skillsearch_core::tokens::TokenCounter;
 use skillsearch_core::turn::decision_log::{Decision, DecisionLog};
 use skillsearch_core::turn::{self, Retrieval};
@@ -142,6 +141,8 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
         }
     };
     let mut decision = Decision::new("hook", host.name(), s.mode.as_str(), &query);
+    // A check of the skill files left for after the answer (see `freshness`).
+    let mut stale = None;
     let context = match (&input, s.mode) {
         (Err(e), _) => {
             decision.error = Some(e.clone());
@@ -157,11 +158,21 @@ pub fn run(home: &Path, config: Option<PathBuf>, host: Option<HookHost>, flags: 
                 // the whole turn may.
                 let engine =
                     Arc::new(Engine::new(&s, home).with_counter(TokenCounter::estimating()));
-                retrieve_within_deadline(home, &engine, host, cwd, &query, &mut decision, started)
+                retrieve_within_deadline(
+                    home,
+                    &engine,
+                    (host, cwd, &query),
+                    &mut decision,
+                    &mut stale,
+                    started,
+                )
             }
         },
     };
     emit(host.reply(&context));
+    if let Some(check) = stale {
+        decision.diagnostics.push(check.start());
+    }
     decision
         .elapsed_ms
         .insert("total".into(), turn::ms_since(started));
@@ -237,14 +248,14 @@ fn ask_warm(
 }
 
 /// Searches on a worker thread and gives up at the deadline (the worker is abandoned; the
-/// process exits right after the reply).
+/// process exits right after the reply). A check of the skill files too costly for the turn
+/// is put in `stale`, to start after the answer.
 fn retrieve_within_deadline(
     home: &Path,
     engine: &Arc<Engine>,
-    host: HookHost,
-    cwd: Option<PathBuf>,
-    query: &str,
+    (host, cwd, query): (HookHost, Option<PathBuf>, &str),
     decision: &mut Decision,
+    stale: &mut Option<freshness::Stale>,
     started: Instant,
 ) -> String {
     let s = engine.settings();
@@ -258,12 +269,12 @@ fn retrieve_within_deadline(
     // Leave the reply time to be written before the host's own deadline.
     let turn_deadline = started + Duration::from_millis(s.deadline_ms).saturating_sub(MARGIN);
     std::thread::spawn(move || {
-        let work = || -> anyhow::Result<(Retrieval, f64)> {
+        let work = || -> anyhow::Result<(Retrieval, f64, Option<freshness::Stale>)> {
             let t = Instant::now();
-            let idx = open_index(
+            let (idx, check) = freshness::open_for_turn(
                 &home,
                 &roots_of(&s2)?,
-                Refresh::IfOlderThan(Duration::from_millis(s2.refresh_ms)),
+                Duration::from_millis(s2.refresh_ms),
             )?;
             let open_ms = turn::ms_since(t);
             let turn = Turn {
@@ -271,15 +282,16 @@ fn retrieve_within_deadline(
                 ..Turn::until(turn_deadline)
             };
             let r = engine2.retrieve(&idx, &query, &turn)?;
-            Ok((r, open_ms))
+            Ok((r, open_ms, check))
         };
         let _ = tx.send(work());
     });
     let deadline = Duration::from_millis(s.deadline_ms).saturating_sub(started.elapsed());
     match rx.recv_timeout(deadline) {
-        Ok(Ok((r, open_ms))) => {
+        Ok(Ok((r, open_ms, check))) => {
             *decision = std::mem::take(decision).with_retrieval(&r);
             decision.elapsed_ms.insert("open".into(), open_ms);
+            *stale = check;
             turn::injected_context(&r.text)
         }
         Ok(Err(e)) => {

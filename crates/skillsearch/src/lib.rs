@@ -8,6 +8,7 @@ mod context;
 mod embedding;
 mod evals;
 mod explain;
+mod freshness;
 #[doc(hidden)]
 pub mod fuzzing;
 mod hook;

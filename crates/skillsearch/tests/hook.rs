@@ -384,7 +384,11 @@ impl Drop for Mcp {
     }
 }
 
+/// The injected context; none when the hook printed nothing (Claude Code's empty reply).
 fn context_of(out: &Output) -> String {
+    if out.stdout.is_empty() {
+        return String::new();
+    }
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     v["hookSpecificOutput"]["additionalContext"]
         .as_str()
@@ -587,4 +591,119 @@ fn placeholders_resolve_to_the_hosts_directories_when_asked() {
     let other = context_of(&e.hook(&elsewhere, on, &[]));
     assert!(other.contains("write /work/other/out.csv"), "{other}");
     server.stop();
+}
+
+/// The index's saved state (`<home>/indexes/*/state.json`): its path and contents.
+fn index_state(e: &Env) -> (std::path::PathBuf, Value) {
+    let dir = fs::read_dir(e.home.join("indexes"))
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .find(|p| p.join("state.json").exists())
+        .expect("an index");
+    let path = dir.join("state.json");
+    let v = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    (path, v)
+}
+
+/// Makes the index look checked `age_ms` ago by a check that took `cost_ms`.
+fn age_index(e: &Env, age_ms: u64, cost_ms: u64) -> u64 {
+    let (path, mut v) = index_state(e);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    v["verified_at_ms"] = json!(now - age_ms);
+    v["check_ms"] = json!(cost_ms);
+    fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    now - age_ms
+}
+
+/// A library whose check costs more than a turn (tens of thousands of skills) is checked after
+/// the turn, by a detached process: the turn answers from the index as saved and says so, and
+/// the next turns find what changed.
+#[test]
+fn a_costly_check_of_the_skill_files_runs_after_the_turn() {
+    let e = Env::new();
+    testkit_skill(&e.root, "pdf-tables");
+    let first = e.hook(
+        &claude("extract the tables from this scanned pdf"),
+        AUTO,
+        &[],
+    );
+    assert!(context_of(&first).contains("pdf-tables"));
+    let (_, state) = index_state(&e);
+    assert!(state["check_ms"].as_u64().is_some(), "{state}");
+    let checked = age_index(&e, 60_000, 60_000);
+    e.skill(
+        "zebra-ledger",
+        "zebra-ledger",
+        "Reconcile zebra ledgers line by line",
+        "x",
+    );
+    let stale = e.hook(&claude("reconcile the zebra ledger"), AUTO, &[]);
+    assert_eq!(stale.status.code(), Some(0));
+    assert!(!context_of(&stale).contains("zebra-ledger"));
+    let last = e.log().pop().unwrap();
+    let diags = last["diagnostics"].to_string();
+    assert!(
+        diags.contains("skill files last checked 60.")
+            && diags.contains("a check runs in the background (the last took 60000 ms"),
+        "{last}"
+    );
+    // The detached check saves its time, and its real cost, once done.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let state = loop {
+        let (_, v) = index_state(&e);
+        if v["verified_at_ms"].as_u64().unwrap() > checked {
+            break v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no background check: {v}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(state["check_ms"].as_u64().unwrap() < 60_000, "{state}");
+    let next = e.hook(&claude("reconcile the zebra ledger"), AUTO, &[]);
+    assert!(context_of(&next).contains("zebra-ledger"));
+    let last = e.log().pop().unwrap();
+    assert!(!last.to_string().contains("background"), "{last}");
+}
+
+/// While a check holds the index's check lock, a turn starts no other one.
+#[test]
+fn a_running_check_is_not_started_twice() {
+    let e = Env::new();
+    testkit_skill(&e.root, "pdf-tables");
+    e.hook(
+        &claude("extract the tables from this scanned pdf"),
+        AUTO,
+        &[],
+    );
+    let checked = age_index(&e, 60_000, 60_000);
+    let (state_path, _) = index_state(&e);
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(state_path.with_file_name("check.lock"))
+        .unwrap();
+    lock.try_lock().unwrap();
+    let out = e.hook(
+        &claude("extract the tables from this scanned pdf"),
+        AUTO,
+        &[],
+    );
+    assert!(context_of(&out).contains("pdf-tables"));
+    let last = e.log().pop().unwrap();
+    assert!(
+        last["diagnostics"]
+            .to_string()
+            .contains("while a check runs in the background"),
+        "{last}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (_, v) = index_state(&e);
+    assert_eq!(v["verified_at_ms"].as_u64(), Some(checked), "{v}");
+    drop(lock);
 }

@@ -188,6 +188,10 @@ struct State {
     /// overwritten in place) and opening checks its checksum (see [`segment_stamps`]).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     files: std::collections::BTreeMap<String, (u64, i64)>,
+    /// How long the last check of every root took (the walk and the comparison with the
+    /// index, not the indexing of what changed), in ms: what the next check will cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    check_ms: Option<u64>,
 }
 
 /// The segment files in `tdir` (not its meta or lock files), by name, with size and mtime.
@@ -613,6 +617,7 @@ impl SkillIndex {
                 verified_at_ms: 0,
                 walk_diagnostics: vec![],
                 files: Default::default(),
+                check_ms: None,
             };
             write_atomic(
                 &staging.join("state.json"),
@@ -746,6 +751,13 @@ impl SkillIndex {
     /// When the files were last compared with the index (ms since the epoch).
     pub fn verified_at_ms(&self) -> u64 {
         self.state.lock().map(|s| s.verified_at_ms).unwrap_or(0)
+    }
+
+    /// How long the last check of every root took (walk and comparison), if one was made or
+    /// saved: what the next [`Self::refresh`] will cost when little changed. A per-turn caller
+    /// with a budget can leave a costly check to another process.
+    pub fn check_ms(&self) -> Option<u64> {
+        self.state.lock().ok().and_then(|s| s.check_ms)
     }
 
     pub(crate) fn searcher(&self) -> Searcher {
@@ -1172,6 +1184,7 @@ impl SkillIndex {
             .copied()
             .collect();
         report.removed = removed.len();
+        let check_ms = started.elapsed().as_millis() as u64;
         let mut changed = false;
         if !to_read.is_empty() || !removed.is_empty() {
             let full_build = matches!(scope, Scope::All) && existing.is_empty();
@@ -1308,6 +1321,7 @@ impl SkillIndex {
             let now_diags = match scope {
                 Scope::All => {
                     state.verified_at_ms = now_ms();
+                    state.check_ms = Some(check_ms);
                     walk_diags
                 }
                 // The walk's findings elsewhere stand; those under the directories are new.

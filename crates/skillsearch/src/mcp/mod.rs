@@ -34,6 +34,7 @@ use skillsearch_core::turn::decision_log::Decision;
 use skillsearch_core::turn::{self, tools};
 use skillsearch_core::{Engine, Turn};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,8 @@ struct McpState {
     engine: Engine,
     home: PathBuf,
     index: Mutex<Option<(Arc<SkillIndex>, Instant)>>,
+    /// A check of the skill files runs beside the calls (see `with_index`).
+    checking: Arc<AtomicBool>,
     embedding: Arc<crate::embedding::Background>,
     /// The Skills extension's catalogue and the index generation it was built from.
     catalogue: Mutex<Option<(u64, Arc<Catalogue>)>>,
@@ -63,10 +66,31 @@ impl McpState {
         let refresh_every = Duration::from_millis(self.engine.settings().refresh_ms);
         match slot.as_mut() {
             Some((idx, checked)) if checked.elapsed() > refresh_every => {
-                if let Err(e) = idx.refresh(&|_| {}) {
-                    tracing::warn!(target: "mcp", error = %e, "refresh failed; answering from the index as it is");
-                }
                 *checked = Instant::now();
+                // A check that costs more than a turn runs beside the calls, not in one
+                // (~0.4 s at 64K skills; see `freshness`); one at a time.
+                let costly = idx
+                    .check_ms()
+                    .is_some_and(|ms| ms > crate::freshness::INLINE_CHECK_MS);
+                if !costly {
+                    if let Err(e) = idx.refresh(&|_| {}) {
+                        tracing::warn!(target: "mcp", error = %e, "refresh failed; answering from the index as it is");
+                    }
+                } else if !self.checking.swap(true, Ordering::AcqRel) {
+                    let (idx, checking) = (idx.clone(), self.checking.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name("index-check".into())
+                        .spawn(move || {
+                            if let Err(e) = idx.refresh(&|_| {}) {
+                                tracing::warn!(target: "mcp", error = %e, "refresh failed; answering from the index as it is");
+                            }
+                            checking.store(false, Ordering::Release);
+                        });
+                    if let Err(e) = spawned {
+                        tracing::warn!(target: "mcp", error = %e, "cannot start the index check; answering from the index as it is");
+                        self.checking.store(false, Ordering::Release);
+                    }
+                }
             }
             Some(_) => {}
             None => {
@@ -437,6 +461,7 @@ pub fn run(home: PathBuf, settings: Settings) -> anyhow::Result<u8> {
         engine,
         home,
         index: Mutex::new(None),
+        checking: Arc::default(),
         catalogue: Mutex::new(None),
         warm: Mutex::new(None),
     });
