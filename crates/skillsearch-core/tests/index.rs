@@ -562,6 +562,61 @@ fn a_missing_segment_file_is_detected_and_the_index_rebuilt() {
     assert_eq!(ids(&idx, "pdf tables"), ["pdf"]);
 }
 
+/// Segment files whose times changed but whose bytes did not (a home copied without times, a
+/// backup restored) pass the checksum check once; their new stamps are saved, so later opens
+/// do not read every file again.
+#[test]
+fn segment_files_with_new_times_are_checked_once_and_restamped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, root) = (tmp.path().join("home"), tmp.path().join("skills"));
+    write_skill(
+        &root,
+        "pdf",
+        "pdf-tables",
+        "Extract tables from PDF files",
+        "x",
+    );
+    let roots = Roots::explicit([&root]);
+    let (idx, _) = open(&home, &roots, Refresh::Always);
+    let dir = idx.dir().to_path_buf();
+    drop(idx);
+    let stamps = |dir: &Path| -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.join("state.json")).unwrap()).unwrap();
+        v["files"].clone()
+    };
+    let before = stamps(&dir);
+    assert!(
+        before.as_object().is_some_and(|m| !m.is_empty()),
+        "{before}"
+    );
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    for name in before.as_object().unwrap().keys() {
+        let f = fs::File::options()
+            .write(true)
+            .open(dir.join("tantivy").join(name))
+            .unwrap();
+        f.set_modified(later).unwrap();
+    }
+    let (idx, report) = open(&home, &roots, Refresh::Never);
+    assert!(report.is_none(), "{report:?}");
+    assert_eq!(ids(&idx, "pdf tables"), ["pdf"]);
+    let after = stamps(&dir);
+    assert_ne!(after, before);
+    assert_eq!(
+        after.as_object().unwrap().len(),
+        before.as_object().unwrap().len()
+    );
+    for (_, v) in after.as_object().unwrap() {
+        let ns = v[1].as_i64().unwrap();
+        let secs = later
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        assert_eq!(ns / 1_000_000_000, secs, "{after}");
+    }
+}
+
 /// #21 item 12: a FIFO swapped in for a `SKILL.md` after the walk saw a file is refused by the
 /// reader at once (it would block until a writer came), with the walk's own diagnostic.
 #[test]
