@@ -64,8 +64,14 @@ impl McpState {
             .lock()
             .map_err(|_| anyhow::anyhow!("index lock poisoned"))?;
         let refresh_every = Duration::from_millis(self.engine.settings().refresh_ms);
+        // A costly check runs at most a tenth of the time (every ~5 s at 64K skills).
+        let recheck = |idx: &SkillIndex| {
+            refresh_every.max(Duration::from_millis(
+                idx.check_ms().unwrap_or(0).saturating_mul(10),
+            ))
+        };
         match slot.as_mut() {
-            Some((idx, checked)) if checked.elapsed() > refresh_every => {
+            Some((idx, checked)) if checked.elapsed() > recheck(idx) => {
                 *checked = Instant::now();
                 // A check that costs more than a turn runs beside the calls, not in one
                 // (~0.4 s at 64K skills; see `freshness`); one at a time.
