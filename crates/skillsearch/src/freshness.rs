@@ -141,6 +141,14 @@ fn try_lock(dir: &Path) -> Result<Option<File>> {
     }
 }
 
+/// Lowers this thread's priority to the least (nice 19; threads it starts inherit it), so a
+/// check beside the turns takes the cores only when they would idle. Best effort.
+pub(crate) fn yield_to_turns() {
+    if let Err(e) = rustix::process::setpriority_process(None, 19) {
+        tracing::debug!(error = %e, "the check keeps its priority");
+    }
+}
+
 /// The detached check: re-checks every root and saves the time of the check (also when nothing
 /// changed), under the lock; returns at once when another check holds it.
 pub(crate) fn run_check(home: &Path, roots_json: &str) -> Result<()> {
@@ -150,6 +158,7 @@ pub(crate) fn run_check(home: &Path, roots_json: &str) -> Result<()> {
     let Some(_lock) = try_lock(idx.dir())? else {
         return Ok(());
     };
+    yield_to_turns();
     let report = idx.refresh(&|_| {})?;
     if report.unsaved.is_none() && !report.locked {
         idx.record_check()?;

@@ -87,6 +87,7 @@ impl McpState {
                     let spawned = std::thread::Builder::new()
                         .name("index-check".into())
                         .spawn(move || {
+                            crate::freshness::yield_to_turns();
                             if let Err(e) = idx.refresh(&|_| {}) {
                                 tracing::warn!(target: "mcp", error = %e, "refresh failed; answering from the index as it is");
                             }
