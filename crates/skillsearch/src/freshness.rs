@@ -4,10 +4,10 @@
 //! `refresh_ms`. The check is a `stat` per `SKILL.md` and a comparison with the index: a few
 //! milliseconds for a few thousand skills, ~0.4 s for the 64K real pool on this machine, far
 //! past a turn's budget. Turns are seconds apart, so at that size nearly every turn would pay it.
-//! When the index's last check took longer than [`INLINE_CHECK_MS`], the turn answers from the
-//! index as last saved and, once it has answered, starts a detached `skillsearch check-index`
-//! (hidden) that brings the index up to date for the next turns; the turn's decision says so,
-//! with the age of the last check. A check
+//! When the index's last check took longer than [`INLINE_CHECK_MS`] (and it holds at least
+//! [`BACKGROUND_MIN_SKILLS`]), the turn answers from the index as last saved and, once it has
+//! answered, starts a detached `skillsearch check-index` (hidden) that brings the index up to
+//! date for the next turns; the turn's decision says so, with the age of the last check. A check
 //! already under way holds `check.lock` in the index directory, so checks never pile up.
 //! Smaller libraries keep the check inside the turn: a skill added between two turns is found
 //! on the second one.
@@ -22,8 +22,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A check that took longer than this (ms) runs in another process, not in the turn.
+/// A check that took longer than this (ms) runs in another process, not in the turn...
 pub(crate) const INLINE_CHECK_MS: u64 = 25;
+/// ...when the index holds at least this many skill files: a smaller library checks in a few
+/// milliseconds, and a slower check of one was the machine's load, not the library (a turn
+/// then keeps finding a skill added just before it).
+pub(crate) const BACKGROUND_MIN_SKILLS: u64 = 1_000;
 /// The lock a running check holds, in the index directory.
 const LOCK: &str = "check.lock";
 /// The hidden subcommand the detached check runs.
@@ -33,6 +37,13 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The last check's cost (ms) when checking `idx`'s skill files costs more than a turn should
+/// pay.
+pub(crate) fn costly(idx: &SkillIndex) -> Option<u64> {
+    idx.check_ms()
+        .filter(|&ms| ms > INLINE_CHECK_MS && idx.len() >= BACKGROUND_MIN_SKILLS)
 }
 
 /// A check the turn left to another process: started with [`Stale::start`] once the turn has
@@ -57,8 +68,8 @@ pub(crate) fn open_for_turn(
     if age_ms <= refresh.as_millis() as u64 {
         return Ok((idx, None));
     }
-    match idx.check_ms() {
-        Some(cost_ms) if cost_ms > INLINE_CHECK_MS => {
+    match costly(&idx) {
+        Some(cost_ms) => {
             let stale = Stale {
                 home: home.to_path_buf(),
                 roots: roots.clone(),
@@ -68,7 +79,7 @@ pub(crate) fn open_for_turn(
             };
             Ok((idx, Some(stale)))
         }
-        _ => {
+        None => {
             idx.refresh(&|_| {}).with_context(|| {
                 format!("cannot check the skill files of {}", idx.dir().display())
             })?;

@@ -618,13 +618,23 @@ fn age_index(e: &Env, age_ms: u64, cost_ms: u64) -> u64 {
     now - age_ms
 }
 
+/// A library of 1,000 skills (the least that is ever checked in the background), one of them
+/// about PDF tables.
+fn large_library(e: &Env) {
+    testkit_skill(&e.root, "pdf-tables");
+    for i in 0..999 {
+        let name = format!("filler-{i}");
+        skillsearch_testkit::write_skill(&e.root, &name, &name, "Water the office plants", "x");
+    }
+}
+
 /// A library whose check costs more than a turn (tens of thousands of skills) is checked after
 /// the turn, by a detached process: the turn answers from the index as saved and says so, and
 /// the next turns find what changed.
 #[test]
 fn a_costly_check_of_the_skill_files_runs_after_the_turn() {
     let e = Env::new();
-    testkit_skill(&e.root, "pdf-tables");
+    large_library(&e);
     let first = e.hook(
         &claude("extract the tables from this scanned pdf"),
         AUTO,
@@ -674,7 +684,7 @@ fn a_costly_check_of_the_skill_files_runs_after_the_turn() {
 #[test]
 fn a_running_check_is_not_started_twice() {
     let e = Env::new();
-    testkit_skill(&e.root, "pdf-tables");
+    large_library(&e);
     e.hook(
         &claude("extract the tables from this scanned pdf"),
         AUTO,
@@ -706,4 +716,28 @@ fn a_running_check_is_not_started_twice() {
     let (_, v) = index_state(&e);
     assert_eq!(v["verified_at_ms"].as_u64(), Some(checked), "{v}");
     drop(lock);
+}
+
+/// A small library whose last check was slow (a loaded machine) is still checked in the turn:
+/// a skill added just before it is found.
+#[test]
+fn a_small_library_is_checked_in_the_turn_however_slow_its_last_check() {
+    let e = Env::new();
+    testkit_skill(&e.root, "pdf-tables");
+    e.hook(
+        &claude("extract the tables from this scanned pdf"),
+        AUTO,
+        &[],
+    );
+    age_index(&e, 60_000, 60_000);
+    e.skill(
+        "zebra-ledger",
+        "zebra-ledger",
+        "Reconcile zebra ledgers line by line",
+        "x",
+    );
+    let out = e.hook(&claude("reconcile the zebra ledger"), AUTO, &[]);
+    assert!(context_of(&out).contains("zebra-ledger"));
+    let last = e.log().pop().unwrap();
+    assert!(!last.to_string().contains("background"), "{last}");
 }

@@ -756,6 +756,16 @@ impl SkillIndex {
         self.state.lock().map(|s| s.verified_at_ms).unwrap_or(0)
     }
 
+    /// How many skill files the index holds (valid or not).
+    pub fn len(&self) -> u64 {
+        self.searcher().num_docs()
+    }
+
+    /// Whether the index holds no skill file.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// How long the last check of every root took (walk and comparison), if one was made or
     /// saved: what the next [`Self::refresh`] will cost when little changed. A per-turn caller
     /// with a budget can leave a costly check to another process.

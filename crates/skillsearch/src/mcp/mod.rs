@@ -75,9 +75,7 @@ impl McpState {
                 *checked = Instant::now();
                 // A check that costs more than a turn runs beside the calls, not in one
                 // (~0.4 s at 64K skills; see `freshness`); one at a time.
-                let costly = idx
-                    .check_ms()
-                    .is_some_and(|ms| ms > crate::freshness::INLINE_CHECK_MS);
+                let costly = crate::freshness::costly(idx).is_some();
                 if !costly {
                     if let Err(e) = idx.refresh(&|_| {}) {
                         tracing::warn!(target: "mcp", error = %e, "refresh failed; answering from the index as it is");
