@@ -119,18 +119,27 @@ pub struct HubVectorPage {
 /// Vectors per page a [`PeerVectors`] asks for.
 const VECTOR_PAGE: usize = 1_000;
 
+/// How often a [`PeerVectors`] reads the peer's whole catalogue again: a skill added in
+/// between is embedded here rather than paying a full read for it.
+const PEER_REREAD: Duration = Duration::from_secs(600);
+
 /// A peer hub's skill vectors as a [`SharedVectors`] source: read a page at a time, those of
 /// the keys asked kept; nothing is written back. For a hub server that serves the same skills
-/// as another (`hub serve --vectors-from URL`) and so need not embed them itself.
+/// as another (`hub serve --vectors-from URL`) and so need not embed them itself. The route
+/// has no lookup by key, so the peer is read whole at most once per [`PEER_REREAD`]; asked again
+/// sooner (a skill added since), it answers nothing and the skill is embedded here.
 #[derive(Debug)]
 pub struct PeerVectors {
     client: HubClient,
+    /// When the peer was last read whole.
+    read_at: std::sync::Mutex<Option<Instant>>,
 }
 
 impl PeerVectors {
     pub fn new(settings: &HubSettings) -> Result<PeerVectors> {
         Ok(PeerVectors {
             client: HubClient::new(settings)?,
+            read_at: std::sync::Mutex::new(None),
         })
     }
 }
@@ -141,6 +150,13 @@ impl crate::retrieve::semantic::SharedVectors for PeerVectors {
     }
 
     fn fetch(&self, model: &str, dim: usize, keys: &[u64]) -> Result<Vec<(u64, Vec<f32>)>> {
+        {
+            let mut at = self.read_at.lock().unwrap_or_else(|p| p.into_inner());
+            if at.is_some_and(|t| t.elapsed() < PEER_REREAD) {
+                return Ok(Vec::new());
+            }
+            *at = Some(Instant::now());
+        }
         let wanted: std::collections::HashSet<u64> = keys.iter().copied().collect();
         let mut out = Vec::new();
         let mut after = None;
