@@ -159,7 +159,7 @@ fn pack(dir: &Path) -> Result<Vec<u8>> {
 }
 
 /// The skills of the corpus, as (description, body), in byte order of their directories.
-fn sources(from: &Path, count: usize) -> Result<Vec<(String, String)>> {
+pub(crate) fn sources(from: &Path, count: usize) -> Result<Vec<(String, String)>> {
     let (files, _) =
         skillsearch_core::corpus::discover(&skillsearch_core::corpus::Roots::explicit([
             from.to_path_buf()
@@ -237,7 +237,7 @@ fn seed_dir(store: &Path, src: &[(String, String)], stage: &Path) -> Result<()> 
 
 /// Seeds the migrated database at `uri` with every source, version 1, as a publish would have
 /// stored it.
-fn seed_pg(uri: &str, src: &[(String, String)], stage: &Path) -> Result<()> {
+pub(crate) fn seed_pg(uri: &str, src: &[(String, String)], stage: &Path) -> Result<()> {
     let mut c = postgres::Client::connect(uri, postgres::NoTls)?;
     let mut tx = c.transaction()?;
     let skill = tx.prepare("INSERT INTO skills (name, created_at) VALUES ($1, 0)")?;
@@ -262,7 +262,7 @@ fn seed_pg(uri: &str, src: &[(String, String)], stage: &Path) -> Result<()> {
 }
 
 /// `bin <args>` with `home`; its stdout, or why it failed.
-fn run_bin(bin: &Path, home: &Path, args: &[&str]) -> Result<String> {
+pub(crate) fn run_bin(bin: &Path, home: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new(bin)
         .arg("--home")
         .arg(home)

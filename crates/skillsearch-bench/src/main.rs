@@ -11,6 +11,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod disclosure_bench;
 mod hub_load;
+mod hub_vectors;
 mod hub_write;
 mod run;
 mod semantic_bench;
@@ -81,6 +82,9 @@ enum Command {
     /// What one publish costs a hub holding many skills (CPU per write on each server, time
     /// to visible on the writer and on a second replica), for one `skillsearch` binary
     HubWrite(hub_write::HubWriteArgs),
+    /// How long a `hub serve` replica over PostgreSQL takes to rank hybrid, with and without
+    /// its skills' vectors in the database
+    HubVectors(hub_vectors::HubVectorsArgs),
     /// (internal) Full build on an empty home; prints build time and VmHWM as JSON
     #[command(hide = true)]
     BuildChild {
@@ -116,6 +120,7 @@ fn main() -> ExitCode {
         Command::Soak(args) => soak::run(&args),
         Command::HubLoad(args) => hub_load::run(&args),
         Command::HubWrite(args) => hub_write::run(&args),
+        Command::HubVectors(args) => hub_vectors::run(&args),
         Command::Disclosure(args) => disclosure_bench::run(&args),
         Command::Tools { plugins, json } => tools_bench::run(plugins, json),
         Command::BuildChild { skills, home } => run::build_child(&skills, &home),

@@ -83,6 +83,9 @@ pub enum Error {
     /// An endpoint answered, but the reply is not what was asked for.
     #[error("{url}: bad reply: {message}")]
     Reply { url: String, message: String },
+    /// A shared vector source (a hub's database, a peer hub) failed a read or a write.
+    #[error("shared vectors at {from}: {message}")]
+    SharedVectors { from: String, message: String },
 }
 
 impl Error {

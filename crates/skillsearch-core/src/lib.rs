@@ -27,7 +27,7 @@ pub use corpus::{Root, Roots};
 pub use error::{Error, Result};
 pub use index::{IndexConfig, Progress, Refresh, RefreshReport, SkillIndex};
 pub use remote::Remote;
-pub use remote::hub::{HubClient, HubSettings, HubSource};
+pub use remote::hub::{HubClient, HubSettings, HubSource, HubVectorPage, PeerVectors};
 pub use remote::marketplace::{Market, MarketSettings, Marketplace};
 pub use remote::source::{Found, Rejected, RemoteHit, SkillSource, Source};
 pub use retrieve::embed::Embedder;

@@ -437,6 +437,9 @@ enum HubCommand {
         /// Seconds between looks for added, changed or removed skills where a root cannot be watched (inotify sees changes at once elsewhere)
         #[arg(long, default_value_t = 5.0)]
         refresh_s: f64,
+        /// Another hub (URL; replicas comma-separated) serving the same skills with the same sentence model: its vectors are taken instead of embedding them here (the key: hub_api_key / SKILLSEARCH_HUB_API_KEY)
+        #[arg(long, value_name = "URL")]
+        vectors_from: Option<String>,
         /// Most connections open at once; one more is answered 503
         #[arg(long, default_value_t = 1024)]
         max_connections: usize,
@@ -953,6 +956,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
                     rate_download,
                     rate_publish,
                     refresh_s,
+                    vectors_from,
                     max_connections,
                     header_timeout_ms,
                     shutdown_grace_ms,
@@ -977,6 +981,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
                 download_per_minute: rate_download,
                 publish_per_minute: rate_publish,
                 refresh_every: Duration::from_secs_f64(refresh_s),
+                vectors_from,
             };
             crate::hub::run(home, s, opts)
         }

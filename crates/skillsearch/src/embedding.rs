@@ -12,7 +12,7 @@ use skillsearch_core::SkillIndex;
 use skillsearch_core::config::Settings;
 use skillsearch_core::retrieve::Retriever;
 use skillsearch_core::retrieve::embed::{self, LocalEmbedder};
-use skillsearch_core::retrieve::semantic::{Semantic, SemanticSlot};
+use skillsearch_core::retrieve::semantic::{Semantic, SemanticSlot, SharedVectors};
 use skillsearch_core::turn::embedder::{batch, load};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -224,7 +224,19 @@ struct BgState {
 impl Background {
     /// Starts loading the embedder into `slot` (unless the settings ask for lexical retrieval).
     pub(crate) fn start(home: &Path, s: &Settings, slot: Arc<SemanticSlot>) -> Arc<Background> {
-        Self::start_with(home, s, slot, Backoff::DEFAULT)
+        Self::start_with(home, s, slot, Backoff::DEFAULT, Vec::new())
+    }
+
+    /// [`Background::start`], the embedder asking `shared` for skills' vectors before
+    /// embedding them, and writing back what it embeds (`hub serve`: its PostgreSQL store, a
+    /// peer hub).
+    pub(crate) fn start_sharing(
+        home: &Path,
+        s: &Settings,
+        slot: Arc<SemanticSlot>,
+        shared: Vec<Arc<dyn SharedVectors>>,
+    ) -> Arc<Background> {
+        Self::start_with(home, s, slot, Backoff::DEFAULT, shared)
     }
 
     pub(crate) fn start_with(
@@ -232,6 +244,7 @@ impl Background {
         s: &Settings,
         slot: Arc<SemanticSlot>,
         backoff: Backoff,
+        shared: Vec<Arc<dyn SharedVectors>>,
     ) -> Arc<Background> {
         let bg = Arc::new(Background {
             state: Mutex::new(BgState::default()),
@@ -257,6 +270,9 @@ impl Background {
                     });
                     if let Some(n) = &note {
                         tracing::warn!("{n}");
+                    }
+                    if let Some(sem) = &loaded.semantic {
+                        sem.share_with(shared.clone());
                     }
                     bg.set(loaded.semantic.clone(), note);
                     drop(bg);
@@ -330,11 +346,13 @@ fn embed_loop(bg: Weak<Background>, sem: Arc<Semantic>, batch: usize) {
                 Ok(c) if c.complete() => {}
                 Ok(_) => {
                     let started = std::time::Instant::now();
-                    match sem.embed_pending(&idx, batch, &stop, &|_, _| {}) {
-                        Ok(n) => tracing::info!(
+                    match sem.fill_pending(&idx, batch, &stop, &|_, _| {}) {
+                        Ok(f) => tracing::info!(
                             index = %idx.dir().display(),
-                            embedded = n,
-                            per_s = n as f64 / started.elapsed().as_secs_f64().max(1e-9),
+                            embedded = f.embedded,
+                            fetched = f.fetched,
+                            secs = started.elapsed().as_secs_f64(),
+                            per_s = f.embedded as f64 / started.elapsed().as_secs_f64().max(1e-9),
                             "skills embedded"
                         ),
                         Err(e) => {
@@ -498,7 +516,13 @@ mod tests {
             first: Duration::from_millis(100),
             max: Duration::from_millis(400),
         };
-        let bg = Background::start_with(&home, &settings(&fake.base), slot.clone(), backoff);
+        let bg = Background::start_with(
+            &home,
+            &settings(&fake.base),
+            slot.clone(),
+            backoff,
+            Vec::new(),
+        );
         bg.register(&idx);
         eventually("the first failed attempt", || {
             bg.status()["failed_attempts"].as_u64() >= Some(1)
@@ -534,7 +558,7 @@ mod tests {
             first: Duration::from_millis(20),
             max: Duration::from_millis(40),
         };
-        let bg = Background::start_with(&home, &settings(&base), slot.clone(), backoff);
+        let bg = Background::start_with(&home, &settings(&base), slot.clone(), backoff, Vec::new());
         bg.register(&idx);
         eventually("three failed attempts", || {
             bg.status()["failed_attempts"].as_u64() >= Some(3)

@@ -19,11 +19,17 @@
 //! published_at, yanked, bundle)` with `unique(name, version)`, `tokens(id, scope, sha256,
 //! created)`, `changes(id, kind, name, at)` and `hub_state(epoch, pruned_through)`, versioned by
 //! `schema_migrations` and changed only by [`migrate`] (`skillsearch hub migrate --store URI`).
+//!
+//! Migration 3 adds `vectors(embedder, dim, text_key, vec)`: each skill text's sentence vector,
+//! computed once by whichever replica embedded it first and taken by the others before they
+//! embed ([`SharedVectors`]); `vec` is the `dim` values as f32 little-endian in a `bytea` (no
+//! pgvector: nothing is searched in the database, see `docs/hub-store.md`).
 
 use super::store::{
     LiveTree, Published, Scope, StoreError, Validated, Version, hex, now, republished, valid_name,
     validate,
 };
+use crate::retrieve::semantic::SharedVectors;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use sha2::{Digest, Sha256};
@@ -91,7 +97,22 @@ const MIGRATIONS: &[&str] = &[
      );
      INSERT INTO hub_state (epoch) VALUES (gen_random_uuid()::text);
      CREATE INDEX versions_current ON versions (name, seq) WHERE NOT yanked;",
+    // 3: sentence vectors shared between replicas, by embedder id, dimension and text key (the
+    // first 8 bytes of the SHA-256 of the embedded text, as the local vector store keys them);
+    // `vec`: `dim` f32 values, little-endian.
+    "CREATE TABLE vectors (
+         embedder text NOT NULL,
+         dim int4 NOT NULL CHECK (dim > 0),
+         text_key bigint NOT NULL,
+         vec bytea NOT NULL,
+         PRIMARY KEY (embedder, dim, text_key)
+     );",
 ];
+
+/// Vectors written per statement.
+const VECTOR_WRITE_BATCH: usize = 500;
+/// Vectors read per query.
+const VECTOR_READ_BATCH: usize = 5_000;
 
 /// Records one write in the change log and notifies the replicas, inside the write's
 /// transaction `tx`; also prunes rows older than [`CHANGE_RETENTION`]. Change ids are handed out
@@ -325,6 +346,9 @@ pub struct PgStore {
     syncing: Mutex<Option<Place>>,
     /// Tokens as last read: a replica answers token checks while the database is away.
     tokens: RwLock<HashMap<String, TokenRow>>,
+    /// The connection for shared vectors (tens of megabytes read at a start): apart from the
+    /// request connection, so token checks and writes never wait behind it.
+    vec_conn: Mutex<Option<Client>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -385,6 +409,7 @@ impl PgStore {
             conn: Mutex::new(None),
             syncing: Mutex::new(None),
             tokens: RwLock::new(HashMap::new()),
+            vec_conn: Mutex::new(None),
         };
         store.tree.clear_tmp();
         let place: Option<Place> = std::fs::read(cache_dir.join(PLACE_FILE))
@@ -436,7 +461,16 @@ impl PgStore {
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
-        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        self.with_conn(&self.conn, f)
+    }
+
+    /// Runs `f` on the connection kept in `slot` (replaced when found dead).
+    fn with_conn<T>(
+        &self,
+        slot: &Mutex<Option<Client>>,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = guard.as_mut()
             && (c.is_closed() || c.is_valid(Duration::from_secs(2)).is_err())
         {
@@ -451,6 +485,73 @@ impl PgStore {
             *guard = None;
         }
         result.map_err(|e| self.db_error(&e))
+    }
+
+    /// The stored vectors of embedder `model` with dimension `dim` for `keys` (text keys, see
+    /// [`crate::corpus::text_hash`]), decoded; a row whose bytes are not `dim` f32 values comes
+    /// back with the values it has (the caller skips it). Rows of another embedder or
+    /// dimension are never read.
+    pub fn vectors(
+        &self,
+        model: &str,
+        dim: usize,
+        keys: &[u64],
+    ) -> Result<Vec<(u64, Vec<f32>)>, StoreError> {
+        let dim32 = dim as i32;
+        let mut out = Vec::new();
+        for part in keys.chunks(VECTOR_READ_BATCH) {
+            let part: Vec<i64> = part.iter().map(|k| *k as i64).collect();
+            let rows = self.with_conn(&self.vec_conn, |c| {
+                c.query(
+                    "SELECT text_key, vec FROM vectors
+                     WHERE embedder = $1 AND dim = $2 AND text_key = ANY($3)",
+                    &[&model, &dim32, &part],
+                )
+            })?;
+            out.extend(rows.iter().map(|r| {
+                let bytes: &[u8] = r.get(1);
+                let v = bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                (r.get::<_, i64>(0) as u64, v)
+            }));
+        }
+        Ok(out)
+    }
+
+    /// Stores vectors of embedder `model` with dimension `dim` by text key (one embedded again
+    /// replaces what was there: a corrupt row is mended by the next replica that embeds it).
+    pub fn put_vectors(
+        &self,
+        model: &str,
+        dim: usize,
+        items: &[(u64, Vec<f32>)],
+    ) -> Result<(), StoreError> {
+        let dim32 = dim as i32;
+        for part in items.chunks(VECTOR_WRITE_BATCH) {
+            let mut keys = Vec::with_capacity(part.len());
+            let mut vecs = Vec::with_capacity(part.len());
+            for (k, v) in part {
+                if v.len() != dim {
+                    return Err(StoreError::Database(format!(
+                        "a vector of {} values for `{model}` of dimension {dim}",
+                        v.len()
+                    )));
+                }
+                keys.push(*k as i64);
+                vecs.push(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+            }
+            self.with_conn(&self.vec_conn, |c| {
+                c.execute(
+                    "INSERT INTO vectors (embedder, dim, text_key, vec)
+                     SELECT $1, $2, k, v FROM unnest($3::bigint[], $4::bytea[]) AS t(k, v)
+                     ON CONFLICT (embedder, dim, text_key) DO UPDATE SET vec = EXCLUDED.vec",
+                    &[&model, &dim32, &keys, &vecs],
+                )
+            })?;
+        }
+        Ok(())
     }
 
     /// Every version of `name` in publish order (empty: never published, or deleted).
@@ -999,6 +1100,29 @@ impl PgStore {
         c.batch_execute(&format!("LISTEN {CHANNEL}"))
             .map_err(|e| self.db_error(&e))?;
         Ok(c)
+    }
+}
+
+/// The replicas of a hub share their skills' vectors through its database.
+impl SharedVectors for PgStore {
+    fn describe(&self) -> String {
+        format!("the hub store {}", self.shown)
+    }
+
+    fn fetch(&self, model: &str, dim: usize, keys: &[u64]) -> crate::Result<Vec<(u64, Vec<f32>)>> {
+        self.vectors(model, dim, keys)
+            .map_err(|e| crate::Error::SharedVectors {
+                from: self.shown.clone(),
+                message: e.to_string(),
+            })
+    }
+
+    fn save(&self, model: &str, dim: usize, items: &[(u64, Vec<f32>)]) -> crate::Result<()> {
+        self.put_vectors(model, dim, items)
+            .map_err(|e| crate::Error::SharedVectors {
+                from: self.shown.clone(),
+                message: e.to_string(),
+            })
     }
 }
 

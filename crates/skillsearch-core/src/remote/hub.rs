@@ -9,7 +9,10 @@
 //!   a non-2xx status is [`Error::HubStatus`] (redirects are not followed);
 //! - discover: `GET {base}/openapi/v1/skills?q=&limit=` → `result.items[]` (metadata, no body);
 //! - read: `GET {base}/openapi/v1/skills/{id}` → `result` with `skill_md`;
-//! - download: `GET {base}/openapi/v1/skills/{id}/download?source=cli` → the raw zip.
+//! - download: `GET {base}/openapi/v1/skills/{id}/download?source=cli` → the raw zip;
+//! - vectors (a `skillsearch hub serve` extension): `GET {base}/openapi/v1/vectors?model=&dim=
+//!   &after=&limit=` → the hub's embedder id, dimension and a page of its skills' vectors by text
+//!   key ([`HubClient::vectors`]; [`PeerVectors`] takes them instead of embedding).
 //!
 //! Every call has a hard deadline: the earlier of the caller's deadline and the step's own
 //! timeout (`hub_timeout_s` for search and read, `hub_download_timeout_s` for a download). It
@@ -97,6 +100,84 @@ impl HubSettings {
             per_source_max: 2,
             cache_dir: cache_dir.into(),
         }
+    }
+}
+
+/// One page of a hub's skill vectors ([`HubClient::vectors`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HubVectorPage {
+    /// Distinct skill texts the hub serves.
+    pub total: usize,
+    /// Whether the hub has a vector for every one of them.
+    pub complete: bool,
+    /// Text key and vector (its length is checked by whoever uses it).
+    pub items: Vec<(u64, Vec<f32>)>,
+    /// The key to ask after for the next page; `None` on the last.
+    pub next: Option<u64>,
+}
+
+/// Vectors per page a [`PeerVectors`] asks for.
+const VECTOR_PAGE: usize = 1_000;
+
+/// How often a [`PeerVectors`] reads the peer's whole catalogue again: a skill added in
+/// between is embedded here rather than paying a full read for it.
+const PEER_REREAD: Duration = Duration::from_secs(600);
+
+/// A peer hub's skill vectors as a [`SharedVectors`] source: read a page at a time, those of
+/// the keys asked kept; nothing is written back. For a hub server that serves the same skills
+/// as another (`hub serve --vectors-from URL`) and so need not embed them itself. The route
+/// has no lookup by key, so the peer is read whole at most once per [`PEER_REREAD`]; asked again
+/// sooner (a skill added since), it answers nothing and the skill is embedded here.
+#[derive(Debug)]
+pub struct PeerVectors {
+    client: HubClient,
+    /// When the peer was last read whole.
+    read_at: std::sync::Mutex<Option<Instant>>,
+}
+
+impl PeerVectors {
+    pub fn new(settings: &HubSettings) -> Result<PeerVectors> {
+        Ok(PeerVectors {
+            client: HubClient::new(settings)?,
+            read_at: std::sync::Mutex::new(None),
+        })
+    }
+}
+
+impl crate::retrieve::semantic::SharedVectors for PeerVectors {
+    fn describe(&self) -> String {
+        format!("the hub {}", self.client.endpoint())
+    }
+
+    fn fetch(&self, model: &str, dim: usize, keys: &[u64]) -> Result<Vec<(u64, Vec<f32>)>> {
+        {
+            let mut at = self.read_at.lock().unwrap_or_else(|p| p.into_inner());
+            if at.is_some_and(|t| t.elapsed() < PEER_REREAD) {
+                return Ok(Vec::new());
+            }
+            *at = Some(Instant::now());
+        }
+        let wanted: std::collections::HashSet<u64> = keys.iter().copied().collect();
+        let mut out = Vec::new();
+        let mut after = None;
+        let started = Instant::now();
+        loop {
+            let deadline = Instant::now() + self.client.download_timeout;
+            let page = self
+                .client
+                .vectors(model, dim, after, VECTOR_PAGE, deadline)?;
+            out.extend(page.items.into_iter().filter(|(k, _)| wanted.contains(k)));
+            match page.next {
+                Some(n) if Some(n) != after => after = Some(n),
+                _ => break,
+            }
+        }
+        tracing::debug!(target: "hub", hub = %self.client.endpoint(), kept = out.len(), ms = started.elapsed().as_millis() as u64, "peer vectors read");
+        Ok(out)
+    }
+
+    fn save(&self, _model: &str, _dim: usize, _items: &[(u64, Vec<f32>)]) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -419,6 +500,81 @@ impl HubClient {
                 message: "`result.items` is not a list".into(),
             }),
         }
+    }
+
+    /// One page of the hub's skill vectors for embedder `model` of dimension `dim`, those after
+    /// text key `after`, at most `limit` (the hub caps it). A hub of another embedder answers
+    /// 409, its message naming its model ([`Error::HubStatus`]).
+    pub fn vectors(
+        &self,
+        model: &str,
+        dim: usize,
+        after: Option<u64>,
+        limit: usize,
+        deadline: Instant,
+    ) -> Result<HubVectorPage> {
+        let op = "vectors";
+        let (dim_s, limit_s) = (dim.to_string(), limit.to_string());
+        let after_s = after.map(|a| format!("{a:016x}")).unwrap_or_default();
+        let mut query = vec![("model", model), ("dim", &dim_s), ("limit", &limit_s)];
+        if after.is_some() {
+            query.push(("after", &after_s));
+        }
+        let a = self.call(
+            op,
+            "/openapi/v1/vectors",
+            get(&query),
+            self.download_timeout,
+            deadline,
+            MAX_JSON_BYTES,
+        )?;
+        let result = open_envelope(op, a.status, &a.body)?;
+        let bad = |message: String| Error::HubEnvelope {
+            op: op.to_owned(),
+            message,
+        };
+        let hub_model = result["model"].as_str().unwrap_or_default();
+        let hub_dim = result["dim"].as_u64().unwrap_or(0) as usize;
+        if hub_model != model || hub_dim != dim {
+            return Err(bad(format!(
+                "vectors of `{hub_model}` (dimension {hub_dim}) for `{model}` (dimension {dim})"
+            )));
+        }
+        let Some(list) = result["items"].as_array() else {
+            return Err(bad("`result.items` is not a list".into()));
+        };
+        let mut items = Vec::with_capacity(list.len());
+        for it in list {
+            let key = it["key"]
+                .as_str()
+                .and_then(|k| u64::from_str_radix(k, 16).ok())
+                .ok_or_else(|| bad(format!("an item without a hex `key`: {}", it["key"])))?;
+            let bytes = it["vector"]
+                .as_str()
+                .and_then(|v| {
+                    use base64::Engine as _;
+                    base64::engine::general_purpose::STANDARD.decode(v).ok()
+                })
+                .ok_or_else(|| bad(format!("the vector of key {key:016x} is not base64")))?;
+            let v = bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            items.push((key, v));
+        }
+        let next = match result["next"].as_str() {
+            Some(n) => Some(
+                u64::from_str_radix(n, 16)
+                    .map_err(|_| bad(format!("`next` is not a hex key: {n}")))?,
+            ),
+            None => None,
+        };
+        Ok(HubVectorPage {
+            total: result["total"].as_u64().unwrap_or(0) as usize,
+            complete: result["complete"].as_bool().unwrap_or(false),
+            items,
+            next,
+        })
     }
 
     /// Read one skill (`skill_md` and metadata) by UUID or `skill_id`. A record whose

@@ -12,6 +12,11 @@
 //!
 //! Until every valid skill has its vector, [`Semantic::search`] declines and retrieval stays
 //! lexical; long-lived processes fill the gap in the background ([`Semantic::embed_pending`]).
+//!
+//! Vectors may also be shared between processes that do not share a home ([`SharedVectors`]:
+//! a hub's PostgreSQL store, a peer hub's vectors route): before embedding, the missing
+//! skills' vectors are asked of each source by (embedder id, dimension, text key), checked,
+//! and kept in the local store; only what none had is embedded, and written back.
 
 use crate::corpus::text_hash;
 use crate::error::{Error, Result};
@@ -217,6 +222,21 @@ impl StoreInner {
             }
         }
     }
+}
+
+/// Vectors computed elsewhere, by text key ([`text_hash`] of the embedded text), for one
+/// embedder id and dimension: a hub's shared store, or a peer hub. A source only ever answers
+/// for the embedder id and dimension asked; what it returns is checked again here (length,
+/// finite values) and a bad vector is skipped with a warning and embedded locally.
+pub trait SharedVectors: Send + Sync {
+    /// Where the vectors come from, for logs (no secret in it).
+    fn describe(&self) -> String;
+    /// The vectors this source has for `keys`, for embedder `model` of dimension `dim` (any
+    /// subset of `keys`, in any order).
+    fn fetch(&self, model: &str, dim: usize, keys: &[u64]) -> Result<Vec<(u64, Vec<f32>)>>;
+    /// Keeps vectors this process embedded, for the next process of the same embedder (a
+    /// source that only serves does nothing).
+    fn save(&self, model: &str, dim: usize, items: &[(u64, Vec<f32>)]) -> Result<()>;
 }
 
 /// How much of an index has vectors.
@@ -461,6 +481,33 @@ pub struct Semantic {
     /// Per index directory.
     matrices: RwLock<HashMap<PathBuf, Arc<Matrix>>>,
     queries: Mutex<QueryCache>,
+    /// Where vectors are asked for before embedding, and written back to ([`SharedVectors`]).
+    shared: RwLock<Vec<Arc<dyn SharedVectors>>>,
+}
+
+/// What [`Semantic::embed_pending`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Filled {
+    /// Skills embedded here.
+    pub embedded: usize,
+    /// Skills whose vectors came from a [`SharedVectors`] source.
+    pub fetched: usize,
+}
+
+/// Shared vectors appended to the local store per write.
+const FETCH_CHUNK: usize = 2_000;
+
+/// One page of the vectors an index's skills have ([`Semantic::vectors_page`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VectorPage {
+    /// Distinct skill texts of the index (what a complete set of vectors covers).
+    pub total: usize,
+    /// Whether every one of them has its vector.
+    pub complete: bool,
+    /// Text key, the id of a skill with that text, the vector; by key.
+    pub items: Vec<(u64, String, Vec<f32>)>,
+    /// The key to ask after for the next page; `None` on the last.
+    pub next: Option<u64>,
 }
 
 impl Semantic {
@@ -471,7 +518,70 @@ impl Semantic {
             store,
             matrices: RwLock::new(HashMap::new()),
             queries: Mutex::new((HashMap::new(), VecDeque::new())),
+            shared: RwLock::new(Vec::new()),
         })
+    }
+
+    /// Asks `sources`, in order, for the vectors of skills before embedding them, and writes
+    /// what this process embeds back to them ([`SharedVectors`]).
+    pub fn share_with(&self, sources: Vec<Arc<dyn SharedVectors>>) {
+        if let Ok(mut s) = self.shared.write() {
+            *s = sources;
+        }
+    }
+
+    /// The embedder's dimension.
+    pub fn dim(&self) -> usize {
+        self.store.dim
+    }
+
+    /// Fills the local store from the shared sources with the vectors of `todo` they have;
+    /// returns the keys still missing. A source that fails is logged and skipped (the skills
+    /// are embedded here instead); a vector of the wrong length or with values that are not
+    /// finite is skipped with a warning.
+    fn fetch_shared(&self, sources: &[Arc<dyn SharedVectors>], todo: Vec<u64>) -> Vec<u64> {
+        let (model, dim) = (self.embedder.id(), self.store.dim);
+        let mut missing = todo;
+        for src in sources {
+            if missing.is_empty() {
+                break;
+            }
+            let wanted: std::collections::HashSet<u64> = missing.iter().copied().collect();
+            let rows = match src.fetch(model, dim, &missing) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(source = %src.describe(), error = %e,
+                        "shared vectors unavailable; embedding here instead");
+                    continue;
+                }
+            };
+            let mut good = Vec::with_capacity(rows.len());
+            let mut bad = 0usize;
+            for (k, v) in rows {
+                if !wanted.contains(&k) {
+                    continue;
+                }
+                if v.len() != dim || v.iter().any(|x| !x.is_finite()) {
+                    bad += 1;
+                    tracing::warn!(source = %src.describe(), key = format!("{k:016x}"), values = v.len(), expected = dim,
+                        "a shared vector is corrupt (wrong length or not finite); skipped, embedding that skill here");
+                    continue;
+                }
+                good.push((k, v));
+            }
+            let got = good.len();
+            for part in good.chunks(FETCH_CHUNK) {
+                if let Err(e) = self.store.append(part) {
+                    tracing::warn!(error = %e, "cannot keep shared vectors in the local store");
+                    break;
+                }
+            }
+            if got + bad > 0 {
+                tracing::info!(source = %src.describe(), model, fetched = got, skipped = bad, "vectors taken from a shared source");
+            }
+            missing.retain(|k| !self.store.has(*k));
+        }
+        missing
     }
 
     pub fn model(&self) -> &str {
@@ -538,6 +648,49 @@ impl Semantic {
         Ok(m)
     }
 
+    /// The vectors of `index`'s skills, by text key, those after `after` (`None`: from the
+    /// first), at most `limit`: what a hub serves so that a client of the same embedder need not
+    /// embed its catalogue. Skills without a vector yet are left out (`complete` says so).
+    pub fn vectors_page(
+        &self,
+        index: &SkillIndex,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<VectorPage> {
+        self.store.sync()?;
+        let keys = index.doc_keys()?;
+        let mut all: Vec<(u64, &str)> = crate::index::embeddable(&keys)
+            .map(|k| (k.chash, k.rel.as_str()))
+            .collect();
+        all.sort_unstable();
+        let total = all.len();
+        let inner = self.store.lock()?;
+        let dim = self.store.dim;
+        let complete = all.iter().all(|(k, _)| inner.rows.contains_key(k));
+        let start = after.map_or(0, |a| all.partition_point(|(k, _)| *k <= a));
+        let mut items = Vec::new();
+        let mut next = None;
+        for (k, id) in &all[start..] {
+            if items.len() == limit.max(1) {
+                next = items.last().map(|(k, _, _): &(u64, String, Vec<f32>)| *k);
+                break;
+            }
+            if let Some(&row) = inner.rows.get(k) {
+                items.push((
+                    *k,
+                    (*id).to_owned(),
+                    inner.data[row * dim..(row + 1) * dim].to_vec(),
+                ));
+            }
+        }
+        Ok(VectorPage {
+            total,
+            complete,
+            items,
+            next,
+        })
+    }
+
     /// How many of the index's valid skills have vectors.
     pub fn coverage(&self, index: &SkillIndex) -> Result<Coverage> {
         Ok(self.matrix(index)?.coverage)
@@ -553,11 +706,38 @@ impl Semantic {
         stop: &AtomicBool,
         progress: &dyn Fn(usize, usize),
     ) -> Result<usize> {
+        Ok(self.fill_pending(index, batch, stop, progress)?.embedded)
+    }
+
+    /// [`Semantic::embed_pending`], first taking from the shared sources ([`Semantic::share_with`])
+    /// the vectors they have of the missing skills (`progress` counts only what is embedded
+    /// here); says how many were embedded and how many fetched.
+    pub fn fill_pending(
+        &self,
+        index: &SkillIndex,
+        batch: usize,
+        stop: &AtomicBool,
+        progress: &dyn Fn(usize, usize),
+    ) -> Result<Filled> {
         self.store.sync()?;
         let (searcher, keys) = index.snapshot()?;
-        let todo: Vec<&DocKey> = crate::index::embeddable(&keys)
+        let mut todo: Vec<&DocKey> = crate::index::embeddable(&keys)
             .filter(|k| !self.store.has(k.chash))
             .collect();
+        let sources: Vec<Arc<dyn SharedVectors>> =
+            self.shared.read().map(|s| s.clone()).unwrap_or_default();
+        let mut fetched = 0;
+        if !todo.is_empty() && !sources.is_empty() {
+            let mut keys: Vec<u64> = todo.iter().map(|k| k.chash).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let asked = keys.len();
+            let missing = self.fetch_shared(&sources, keys);
+            fetched = asked - missing.len();
+            todo.retain(|k| !self.store.has(k.chash));
+        }
+        // A source that fails a write is not written to again in this pass (one warning).
+        let mut writable: Vec<&Arc<dyn SharedVectors>> = sources.iter().collect();
         let batch = batch.max(1);
         let mut done = 0;
         // Texts are read a window of batches at a time and sorted by length within it, so that
@@ -587,11 +767,22 @@ impl Semantic {
                 }
                 let items: Vec<(u64, Vec<f32>)> = part.iter().map(|(h, _)| *h).zip(vecs).collect();
                 self.store.append(&items)?;
+                writable.retain(|src| match src.save(self.embedder.id(), self.store.dim, &items) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(source = %src.describe(), error = %e,
+                            "cannot share the vectors embedded here; not trying again until the next pass");
+                        false
+                    }
+                });
                 done += part.len();
                 progress(done, todo.len());
             }
         }
-        Ok(done)
+        Ok(Filled {
+            embedded: done,
+            fetched,
+        })
     }
 
     /// Embeds and stores the vectors of `queries` (a long one's passages in batches), so that

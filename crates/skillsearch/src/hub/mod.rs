@@ -13,6 +13,8 @@
 //! - `GET /openapi/v1/skills/{id}` — the record (`id`: the UUID or the `skill_id`);
 //! - `GET /openapi/v1/skills/{id}/download?source=` — the raw zip, `source` one of raven, everme,
 //!   cli, web;
+//! - `GET /openapi/v1/vectors?model=&dim=&after=&limit=` — the hub's embedder id, dimension and
+//!   a page of its skills' vectors (see [`vectors`]);
 //! - `GET /health` — `{"status":"ok"}`;
 //! - publishing (a token with the publish scope): `POST /openapi/v1/skills` (the zip),
 //!   `GET /openapi/v1/skills/{name}/versions`, `POST /openapi/v1/skills/{name}/versions/{v}/yank`,
@@ -22,7 +24,8 @@
 //! `source` is 422), 60003 (503, the bundle could not be built), 60005 (429 with `Retry-After`),
 //! 60006 (403, the token's scope does not allow the call), 60007 (409, the version exists with
 //! other content), 60008 (422 or 413, the published archive is refused; the message says why),
-//! 20001 (500). Rate limits per client address and minute: discover, search and read share one
+//! 60010 (409, vectors asked for another model), 60011 (503, the model still loading), 20001
+//! (500). Rate limits per client address and minute: discover, search and read share one
 //! budget (120), downloads have their own (30), and so do publishes, yanks and deletes (30).
 //!
 //! Reads are open unless the server runs with `--require-token` (or `--token-file`): then every
@@ -32,6 +35,7 @@
 mod client;
 mod publish;
 mod store;
+mod vectors;
 
 pub(crate) use client::{HubClientCommand, run_client};
 use store::HubStore;
@@ -39,7 +43,7 @@ pub(crate) use store::store_arg;
 
 use crate::serve::Limits;
 use crate::serve::watch::{Current, Reopen, watch};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use axum::Router;
 use axum::extract::{ConnectInfo, Path as UrlPath, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -83,6 +87,8 @@ pub(crate) struct HubOptions {
     pub publish_per_minute: u32,
     /// How often the index looks for changed skills where a root cannot be watched.
     pub refresh_every: Duration,
+    /// A peer hub whose skill vectors are taken before embedding (`--vectors-from`).
+    pub vectors_from: Option<String>,
 }
 
 struct App {
@@ -96,6 +102,8 @@ struct App {
     /// See [`HubOptions::token`].
     token: Option<String>,
     require_token: bool,
+    /// Retrieval is lexical by configuration: no sentence model will load.
+    lexical: bool,
     rate: RateLimiter,
     eligibility: EligibilityEnv,
     /// One permit per core: searches beyond that wait their turn in arrival order instead of
@@ -136,20 +144,39 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result
         tracing::info!(target: "hub", store = %store.shown(), "no publish token yet: `skillsearch hub token create --scope publish` makes one");
     }
     let engine = Engine::new(&settings, &home);
-    let _embedding =
-        crate::embedding::Background::start(&home, &settings, engine.semantic().clone());
+    // Skills' vectors are taken, before embedding, from the database's shared table (every
+    // replica of a PostgreSQL store writes what it embeds there) and from a peer hub.
+    let mut shared = Vec::from_iter(store.shared_vectors());
+    if let Some(url) = &opts.vectors_from {
+        let mut hs =
+            skillsearch_core::HubSettings::new(url.as_str(), home.join("cache").join("hub"));
+        hs.api_key = settings.hub_api_key.clone();
+        let peer = skillsearch_core::PeerVectors::new(&hs)
+            .with_context(|| format!("--vectors-from {url}"))?;
+        shared.push(Arc::new(peer));
+    }
+    let embedding = crate::embedding::Background::start_sharing(
+        &home,
+        &settings,
+        engine.semantic().clone(),
+        shared,
+    );
+    // The index gets its vectors in the background (and any index the watcher rebuilds).
+    embedding.register(&index);
     let current = Current::new(index);
     {
         // Skills added, changed or removed under the roots show once the watcher sees them
         // (inotify; every `refresh_every` where a root cannot be watched; a catch-up every
         // minute); an index deleted or broken under the server is rebuilt.
-        let (home, roots) = (home.clone(), roots.clone());
+        let (home, roots, embedding) = (home.clone(), roots.clone(), embedding.clone());
         let reopen: Reopen = Box::new(move || {
-            Ok(Arc::new(crate::context::open_index_held(
+            let idx = Arc::new(crate::context::open_index_held(
                 &home,
                 &roots,
                 Refresh::Always,
-            )?))
+            )?);
+            embedding.register(&idx);
+            Ok(idx)
         });
         // The store's tree changes only through the store, which says what it changed: the
         // write routes and the follower refresh those skill directories, so the watcher leaves
@@ -184,6 +211,7 @@ pub(crate) fn run(home: PathBuf, settings: Settings, opts: HubOptions) -> Result
         live_root,
         token: opts.token.clone(),
         require_token,
+        lexical: settings.retriever == skillsearch_core::retrieve::Retriever::Lexical,
         rate: RateLimiter::new(
             opts.read_per_minute,
             opts.download_per_minute,
@@ -248,6 +276,7 @@ fn router(app: Arc<App>) -> Router {
             "/openapi/v1/skills/{id}/versions/{version}/yank",
             post(publish::h_yank),
         )
+        .route("/openapi/v1/vectors", get(vectors::h_vectors))
         .route("/health", get(h_health))
         .fallback(h_fallback)
         .method_not_allowed_fallback(h_method)

@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use skillsearch_core::registry::pg::{self, Follower, PgStore};
 use skillsearch_core::registry::store::{Published, Scope, Store, StoreError, Version};
+use skillsearch_core::retrieve::semantic::SharedVectors;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,6 +78,16 @@ impl HubStore {
         if let HubStore::Pg { store, follower } = self {
             *follower.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(store.follow(catch_up, on_change));
+        }
+    }
+
+    /// Where this replica's embedder takes skills' vectors from before embedding them, and
+    /// writes back what it embeds: a database store's `vectors` table, shared by every replica.
+    /// A directory store has one server, whose vectors persist under its home already.
+    pub(crate) fn shared_vectors(&self) -> Option<Arc<dyn SharedVectors>> {
+        match self {
+            HubStore::Dir(_) => None,
+            HubStore::Pg { store, .. } => Some(store.clone() as Arc<dyn SharedVectors>),
         }
     }
 
