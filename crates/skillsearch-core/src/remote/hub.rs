@@ -123,11 +123,12 @@ const VECTOR_PAGE: usize = 1_000;
 /// between is embedded here rather than paying a full read for it.
 const PEER_REREAD: Duration = Duration::from_secs(600);
 
-/// A peer hub's skill vectors as a [`SharedVectors`] source: read a page at a time, those of
-/// the keys asked kept; nothing is written back. For a hub server that serves the same skills
-/// as another (`hub serve --vectors-from URL`) and so need not embed them itself. The route
-/// has no lookup by key, so the peer is read whole at most once per [`PEER_REREAD`]; asked again
-/// sooner (a skill added since), it answers nothing and the skill is embedded here.
+/// A peer hub's skill vectors as a
+/// [`SharedVectors`](crate::retrieve::semantic::SharedVectors) source: read a page at a time,
+/// those of the keys asked kept; nothing is written back. For a hub server that serves the
+/// same skills as another (`hub serve --vectors-from URL`) and so need not embed them itself.
+/// The route has no lookup by key, so the peer is read whole at most once per 10 minutes;
+/// asked again sooner (a skill added since), it answers nothing and the skill is embedded here.
 #[derive(Debug)]
 pub struct PeerVectors {
     client: HubClient,
