@@ -158,6 +158,35 @@ fn first_root_wins_a_name_collision_and_same_root_duplicates_are_kept() {
             .any(|d| d.code == "duplicate-name" && d.path == a.join("v2/SKILL.md")),
         "{diags:?}"
     );
+    let why = r
+        .dropped
+        .iter()
+        .find(|d| d.exclusion.code == "shadowed")
+        .unwrap();
+    assert_eq!((why.root, why.id.as_str()), (1, "deploy"));
+    assert!(why.exclusion.reason.contains("`deploy`"), "{why:?}");
+
+    // The winner removed (its document is deleted, not yet merged away) and the loser edited:
+    // the loser is offered, with what its file says now, not what an earlier search read.
+    std::fs::remove_dir_all(a.join("deploy")).unwrap();
+    write_skill(
+        &b,
+        "deploy",
+        "deploy",
+        "Deploy the web app to staging and production",
+        "managed copy",
+    );
+    idx.refresh(&|_| {}).unwrap();
+    let r = idx
+        .search("deploy staging", &opts, &EligibilityEnv::allow_all())
+        .unwrap();
+    let hit = r.hits.iter().find(|h| h.id == "deploy").unwrap();
+    assert_eq!(hit.root, 1, "{:?}", r.hits);
+    assert_eq!(
+        hit.meta.description,
+        "Deploy the web app to staging and production"
+    );
+    assert!(r.dropped.iter().all(|d| d.exclusion.code != "shadowed"));
 }
 
 #[test]

@@ -295,12 +295,22 @@ pub(crate) struct SegmentColumns {
 }
 
 /// Bytes of decoded postings a [`SkillIndex`] keeps (9 per document of each list).
-const POSTINGS_CACHE_BYTES: usize = 16 << 20;
+const POSTINGS_CACHE_BYTES: usize = 64 << 20;
 
 /// Relevance-guard terms kept at most (see [`SkillIndex::guard_hay`]), oldest out.
 const HAY_ENTRIES: usize = 20_000;
 /// Existence answers kept at most per disk check, oldest out.
 const EXISTS_ENTRIES: usize = 20_000;
+/// Hits' stored fields kept at most per generation, oldest out (a few hundred bytes each).
+const STORED_ENTRIES: usize = 8_192;
+
+/// What a hit needs of its stored document (see [`SkillIndex::stored_hit`]).
+#[derive(Debug)]
+pub(crate) struct StoredHit {
+    pub path: String,
+    pub rel: String,
+    pub meta: SkillMeta,
+}
 
 /// What an index keeps while the searcher is at `generation`: skill bodies by path, oldest
 /// first out; the terms the relevance guard judges each skill on; whether referenced files
@@ -318,6 +328,8 @@ struct GenerationCache {
     checked_at_ms: u64,
     /// Each segment's `root` and `rel` columns (see [`SkillIndex::columns`]).
     columns: HashMap<tantivy::index::SegmentId, Arc<SegmentColumns>>,
+    /// Hits' stored fields by address (see [`SkillIndex::stored_hit`]).
+    stored: crate::index::fifo::FifoCache<tantivy::DocAddress, Arc<StoredHit>>,
 }
 
 impl GenerationCache {
@@ -329,6 +341,7 @@ impl GenerationCache {
             exists: crate::index::fifo::FifoCache::new(EXISTS_ENTRIES, usize::MAX),
             checked_at_ms: 0,
             columns: HashMap::new(),
+            stored: crate::index::fifo::FifoCache::new(STORED_ENTRIES, usize::MAX),
         }
     }
 
@@ -526,10 +539,13 @@ impl SkillIndex {
         if state.format != FORMAT_VERSION || state.roots != *roots {
             return Err("state.json belongs to another format or root set".into());
         }
-        let mut index = directory::IndexDirectory::open(&tdir, cfg.hold_in_memory)
+        // Tantivy's own executor stays single-threaded: the queries it runs (one term, a path
+        // range) are microseconds of work, and handing each to a pool thread and back cost a
+        // hub under load a context switch pair per lookup plus the pool's idle spinning. The
+        // ranked search splits its own work (`may_split`).
+        let index = directory::IndexDirectory::open(&tdir, cfg.hold_in_memory)
             .and_then(Index::open)
             .map_err(|e| e.to_string())?;
-        let _ = index.set_default_multithread_executor();
         let (_, f) = schema();
         if index.schema() != schema().0 {
             return Err("schema differs".into());
@@ -1602,6 +1618,41 @@ impl SkillIndex {
         self.stored_of(&doc)
     }
 
+    /// The stored fields a hit at `addr` of `searcher` needs, kept for the generation:
+    /// reading a stored document decompresses its whole block, and a server under load paid
+    /// about a tenth of its CPU reading the same popular skills again.
+    pub(crate) fn stored_hit(
+        &self,
+        searcher: &Searcher,
+        addr: tantivy::DocAddress,
+    ) -> Result<Arc<StoredHit>> {
+        let generation = searcher.generation().generation_id();
+        if let Some(found) = self
+            .per_generation
+            .lock()
+            .ok()
+            .and_then(|mut c| c.at(generation).stored.get(&addr))
+        {
+            return Ok(found);
+        }
+        let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
+        let text = |f: Field| {
+            doc.get_first(f)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_owned()
+        };
+        let hit = Arc::new(StoredHit {
+            path: text(self.f.path),
+            rel: text(self.f.rel),
+            meta: self.stored_of(&doc)?.meta,
+        });
+        if let Ok(mut c) = self.per_generation.lock() {
+            c.at(generation).stored.put(addr, hit.clone(), 1);
+        }
+        Ok(hit)
+    }
+
     pub(crate) fn stored_of(&self, doc: &TantivyDocument) -> Result<StoredMeta> {
         let json = doc
             .get_first(self.f.meta)
@@ -1614,35 +1665,57 @@ impl SkillIndex {
         })
     }
 
-    /// Documents holding `name`, in precedence order (the first one is the one that counts).
-    pub(crate) fn docs_named(
+    /// The skill named `name` that shadows one of root `root`: the first, in precedence order
+    /// (lowest root, then lowest id), of those in a root of higher precedence, by its id.
+    /// Roots are read from the fast fields, and ids only of documents in the winning root: a
+    /// search asks this of every hit, and a stored document read per hit cost a hub under load
+    /// a tenth of its CPU.
+    pub(crate) fn shadowing(
         &self,
         searcher: &Searcher,
         name: &str,
-    ) -> Result<Vec<(usize, String)>> {
-        let q = TermQuery::new(
-            Term::from_field_text(self.f.name_key, name),
-            IndexRecordOption::Basic,
-        );
-        let docs = searcher
-            .search(&q, &DocSetCollector)
-            .map_err(|e| self.index_err(e))?;
-        let mut out = Vec::new();
-        for addr in docs {
-            let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
-            let root = doc
-                .get_first(self.f.root)
-                .and_then(|v| v.as_u64())
-                .unwrap_or(0) as usize;
-            let rel = doc
-                .get_first(self.f.rel)
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_owned();
-            out.push((root, rel));
+        root: usize,
+    ) -> Result<Option<String>> {
+        let e = |e: tantivy::TantivyError| self.index_err(e);
+        use tantivy::DocSet;
+        let term = Term::from_field_text(self.f.name_key, name);
+        let mut above = Vec::new();
+        // The postings and the root column are read directly: a term query through the
+        // searcher (weight, statistics, a hash set of hits) and a column opened per document
+        // cost more than the lookups themselves.
+        for (ord, seg) in searcher.segment_readers().iter().enumerate() {
+            let Some(mut docs) = seg
+                .inverted_index(self.f.name_key)
+                .map_err(e)?
+                .read_postings(&term, IndexRecordOption::Basic)
+                .map_err(|err| Error::io(&self.dir, err))?
+            else {
+                continue;
+            };
+            let roots = seg.fast_fields().u64("root").map_err(e)?;
+            let alive = seg.alive_bitset();
+            let mut doc = docs.doc();
+            while doc != tantivy::TERMINATED {
+                if alive.is_none_or(|a| a.is_alive(doc)) {
+                    let r = roots.first(doc).unwrap_or(0) as usize;
+                    if r < root {
+                        above.push((r, tantivy::DocAddress::new(ord as u32, doc)));
+                    }
+                }
+                doc = docs.advance();
+            }
         }
-        out.sort();
-        Ok(out)
+        let Some(top) = above.iter().map(|(r, _)| *r).min() else {
+            return Ok(None);
+        };
+        let mut best: Option<String> = None;
+        for (_, addr) in above.iter().filter(|(r, _)| *r == top) {
+            let rel = self.key_at(searcher, *addr)?.rel;
+            if best.as_ref().is_none_or(|b| rel < *b) {
+                best = Some(rel);
+            }
+        }
+        Ok(best)
     }
 
     /// Every name held by more than one skill: the winner first, then the shadowed copies.

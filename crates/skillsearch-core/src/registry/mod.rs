@@ -123,6 +123,17 @@ pub struct Registry {
     cache: Mutex<HashMap<String, (Stamp, Arc<Record>)>>,
     /// Which `skill_id` each UUID stands for (see [`Registry::find`]).
     uuids: Mutex<Uuids>,
+    /// What [`Registry::find`] found in one index generation, by the id it was asked: within a
+    /// generation an id always names the same document, so its record needs no new lookup.
+    found: Mutex<Found>,
+}
+
+/// See [`Registry::found`]. Holds only ids that found a record, so at most two entries (UUID
+/// and `skill_id`) per skill of the index, whatever clients ask.
+#[derive(Debug, Default)]
+struct Found {
+    at: Option<u64>,
+    by_id: HashMap<String, Arc<Record>>,
 }
 
 type Stamp = (u64, i64);
@@ -189,6 +200,29 @@ impl Registry {
     /// from what the last whole read of the index learnt; one it does not know makes a new
     /// read (every document once), at most once per index generation.
     pub fn find(&self, index: &SkillIndex, id: &str) -> Result<Option<Arc<Record>>> {
+        let generation = index.generation();
+        {
+            let mut f = self.found.lock().unwrap_or_else(|p| p.into_inner());
+            if f.at != Some(generation) {
+                *f = Found {
+                    at: Some(generation),
+                    by_id: HashMap::new(),
+                };
+            } else if let Some(r) = f.by_id.get(id) {
+                return Ok(Some(r.clone()));
+            }
+        }
+        let found = self.find_in(index, id)?;
+        if let Some(r) = &found {
+            let mut f = self.found.lock().unwrap_or_else(|p| p.into_inner());
+            if f.at == Some(generation) {
+                f.by_id.insert(id.to_owned(), r.clone());
+            }
+        }
+        Ok(found)
+    }
+
+    fn find_in(&self, index: &SkillIndex, id: &str) -> Result<Option<Arc<Record>>> {
         let known = self
             .uuids
             .lock()
@@ -406,6 +440,24 @@ mod tests {
             .unwrap();
         let csv = reg.find(&idx, &skill_uuid("csv-clean")).unwrap().unwrap();
         assert_eq!(csv.skill_id, "csv-clean");
+        // Within a generation an id keeps its record; an edit (a new generation) is seen by
+        // both ways of asking, and a removal finds nothing.
+        assert!(Arc::ptr_eq(
+            &by_id,
+            &reg.find(&idx, "pdf-forms").unwrap().unwrap()
+        ));
+        write(&first, "pdf-forms", "Fill and sign PDF forms");
+        idx.refresh_dirs(&[first.join("pdf-forms")], &|_| {})
+            .unwrap();
+        for id in ["pdf-forms".to_owned(), skill_uuid("pdf-forms")] {
+            let r = reg.find(&idx, &id).unwrap().unwrap();
+            assert_eq!(r.description, "Fill and sign PDF forms", "{id}");
+        }
+        std::fs::remove_dir_all(first.join("csv-clean")).unwrap();
+        idx.refresh_dirs(&[first.join("csv-clean")], &|_| {})
+            .unwrap();
+        assert!(reg.find(&idx, "csv-clean").unwrap().is_none());
+        assert!(reg.find(&idx, &skill_uuid("csv-clean")).unwrap().is_none());
     }
 
     #[test]

@@ -22,8 +22,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tantivy::query::{Bm25StatisticsProvider, Bm25Weight};
-use tantivy::schema::Value as _;
-use tantivy::{DocAddress, DocId, Score, Searcher, SegmentReader, TantivyDocument, Term};
+use tantivy::{DocAddress, DocId, Score, Searcher, SegmentReader, Term};
 
 /// A ranked document, before its stored fields are read. `rel` (the id) is looked up in the
 /// segment's dictionary only when something needs it before the stored fields are read (a tie
@@ -614,21 +613,10 @@ impl SkillIndex {
             if result.hits.len() == opts.top_k {
                 break;
             }
-            let doc: TantivyDocument = searcher.doc(addr).map_err(|e| self.index_err(e))?;
-            let path = doc
-                .get_first(self.f.path)
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_owned();
-            let rel = match rel {
-                Some(rel) => rel,
-                None => doc
-                    .get_first(self.f.rel)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_owned(),
-            };
-            let meta = self.stored_of(&doc)?.meta;
+            let stored = self.stored_hit(searcher, addr)?;
+            let rel = rel.unwrap_or_else(|| stored.rel.clone());
+            let meta = stored.meta.clone();
+            let path = &stored.path;
             if let Some(exclusion) = self.held_back(searcher, root, &meta, gate)? {
                 result.dropped.push(Dropped {
                     id: rel,
@@ -657,13 +645,11 @@ impl SkillIndex {
         gate: &EligibilityEnv,
     ) -> Result<Option<Exclusion>> {
         let winner = if self.roots.0.len() > 1 && root > 0 {
-            self.docs_named(searcher, &meta.name)?.into_iter().next()
+            self.shadowing(searcher, &meta.name, root)?
         } else {
             None
         };
-        if let Some((w_root, w_rel)) = winner
-            && w_root < root
-        {
+        if let Some(w_rel) = winner {
             return Ok(Some(Exclusion {
                 code: "shadowed".into(),
                 reason: format!(
