@@ -5,6 +5,7 @@
 use skillsearch_core::registry::pg::{self, PgStore, SCHEMA_VERSION, Synced};
 use skillsearch_core::registry::store::{Scope, StoreError};
 use skillsearch_testkit::pg::Postgres;
+use skillsearch_testkit::sys::Tmpfs;
 use skillsearch_testkit::zip_of;
 use std::path::Path;
 use std::sync::Arc;
@@ -536,4 +537,75 @@ fn a_database_of_schema_1_migrates_to_the_change_log_and_its_replicas_resync() {
         }
     );
     assert!(served(&b.live(), "alpha").is_some());
+}
+
+#[test]
+fn a_full_database_disk_refuses_the_publish_whole_and_the_replicas_serve_on() {
+    // The data directory on a small tmpfs (the write-ahead log elsewhere): a write that needs
+    // a new page fails with 53100 disk_full and the server goes on, as PostgreSQL does.
+    let mnt = tempfile::tempdir().unwrap();
+    let disk = match Tmpfs::mount(mnt.path(), 96 << 20) {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let Some(pg) = Postgres::with_data_on(&disk.dir) else {
+        return;
+    };
+    assert_eq!(pg::migrate(&pg.uri()).unwrap(), SCHEMA_VERSION);
+    let (ca, cb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = PgStore::open(&pg.uri(), ca.path()).unwrap();
+    let b = Arc::new(PgStore::open(&pg.uri(), cb.path()).unwrap());
+    let _follower = b.follow(Duration::from_millis(300), |_: &[String]| {});
+    a.publish(&skill("pdf-forms", "1", "one")).unwrap();
+    let lb = b.live();
+    assert!(
+        within(Duration::from_secs(2), || served(&lb, "pdf-forms")
+            .is_some())
+        .is_some()
+    );
+
+    let filler = disk.fill();
+    // A bundle that cannot be stored inline: its pages are new pages of the disk that is full.
+    let big: String = (0..200_000u32)
+        .map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26))
+        .collect();
+    let mut refused = 0;
+    for v in 2..6 {
+        match a.publish(&skill("pdf-forms", &v.to_string(), &big)) {
+            Err(StoreError::Full(msg)) => {
+                assert!(
+                    msg.contains("disk is full") && msg.contains("host="),
+                    "{msg}"
+                );
+                refused += 1;
+            }
+            other => panic!("publish on a full disk: {other:?}"),
+        }
+    }
+    assert_eq!(refused, 4);
+    // Nothing of the refused publishes is in the database or served; reads go on.
+    let listed: Vec<String> = a
+        .versions("pdf-forms")
+        .unwrap()
+        .into_iter()
+        .map(|v| v.version)
+        .collect();
+    assert_eq!(listed, ["1"]);
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(served(&lb, "pdf-forms").unwrap().contains("one"));
+    assert!(b.sync().is_ok(), "a sync only reads");
+
+    // Space freed: the same publish goes in and the other replica serves it.
+    std::fs::remove_file(filler).unwrap();
+    a.publish(&skill("pdf-forms", "2", &big)).unwrap();
+    assert!(
+        within(Duration::from_secs(5), || served(&lb, "pdf-forms")
+            .is_some_and(|s| s.contains(&big[..100])))
+        .is_some(),
+        "B does not serve the publish made once space was freed"
+    );
+    drop(pg);
 }

@@ -24,6 +24,11 @@ const NOBODY: u32 = 65534;
 /// A PostgreSQL server of the test's own; stopped (fast) when dropped.
 pub struct Postgres {
     dir: tempfile::TempDir,
+    /// The data directory: `<dir>/data`, or one under the directory given to
+    /// [`Postgres::with_data_on`].
+    data: PathBuf,
+    /// Where the write-ahead log goes when the data directory is elsewhere.
+    wal: Option<PathBuf>,
     bin: PathBuf,
     as_nobody: bool,
     running: bool,
@@ -119,6 +124,19 @@ impl Postgres {
     /// returns `None` when the binaries are not there (the caller returns: the test is skipped,
     /// and says so).
     pub fn new() -> Option<Postgres> {
+        Postgres::init(None)
+    }
+
+    /// As [`Postgres::new`], with the data directory on `disk` (e.g. a small
+    /// [`Tmpfs`](crate::sys::Tmpfs), for a database whose disk fills up) and the write-ahead
+    /// log in the server's own temporary directory: a full data disk then fails a write with
+    /// `53100 disk_full` and the server goes on, as PostgreSQL does; a full log disk would
+    /// stop the server instead (the "database away" case).
+    pub fn with_data_on(disk: &Path) -> Option<Postgres> {
+        Postgres::init(Some(disk))
+    }
+
+    fn init(disk: Option<&Path>) -> Option<Postgres> {
         let Some(install) = pginstall() else {
             eprintln!("skipped: pgserver not installed (pip install pgserver)");
             return None;
@@ -138,26 +156,39 @@ impl Postgres {
         if as_nobody {
             std::os::unix::fs::chown(dir.path(), Some(NOBODY), Some(NOBODY)).unwrap();
         }
+        let (data, wal) = match disk {
+            Some(d) => {
+                if as_nobody {
+                    std::os::unix::fs::chown(d, Some(NOBODY), Some(NOBODY)).unwrap();
+                }
+                (d.join("data"), Some(dir.path().join("wal")))
+            }
+            None => (dir.path().join("data"), None),
+        };
         let mut pg = Postgres {
             dir,
+            data,
+            wal,
             bin,
             as_nobody,
             running: false,
         };
         let data = pg.data();
-        let out = pg.run(
-            "initdb",
-            &[
-                "-D".as_ref(),
-                data.as_os_str(),
-                "-U".as_ref(),
-                "postgres".as_ref(),
-                "--auth=trust".as_ref(),
-                "--encoding=UTF8".as_ref(),
-                "--no-locale".as_ref(),
-                "--no-sync".as_ref(),
-            ],
-        );
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "-D".as_ref(),
+            data.as_os_str(),
+            "-U".as_ref(),
+            "postgres".as_ref(),
+            "--auth=trust".as_ref(),
+            "--encoding=UTF8".as_ref(),
+            "--no-locale".as_ref(),
+            "--no-sync".as_ref(),
+        ];
+        let waldir = pg.wal.clone();
+        if let Some(w) = &waldir {
+            args.extend(["--waldir".as_ref(), w.as_os_str()]);
+        }
+        let out = pg.run("initdb", &args);
         assert!(
             out.status.success(),
             "initdb failed: {}{}",
@@ -169,7 +200,7 @@ impl Postgres {
     }
 
     fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.data.clone()
     }
 
     /// The directory of the server's socket.

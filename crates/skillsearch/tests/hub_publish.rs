@@ -6,6 +6,7 @@
 use serde_json::Value;
 use skillsearch_core::{HubClient, HubSettings};
 use skillsearch_testkit::daemon::{Daemon, http};
+use skillsearch_testkit::sys::Tmpfs;
 use skillsearch_testkit::{command, write_file, write_skill, zip_of};
 use std::ffi::OsStr;
 use std::io::Write;
@@ -15,15 +16,22 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_skillsearch");
 
+/// Fields drop in order: the server stops before its store's disk is unmounted and its
+/// directories removed.
 struct Hub {
-    tmp: tempfile::TempDir,
     d: Daemon,
+    disk: Option<Tmpfs>,
+    tmp: tempfile::TempDir,
     store: PathBuf,
 }
 
 /// `hub serve` over a fresh store (and no configured skills), with `extra` arguments.
 fn hub(extra: &[&str]) -> Hub {
-    let tmp = tempfile::tempdir().unwrap();
+    hub_in(tempfile::tempdir().unwrap(), None, extra)
+}
+
+/// As [`hub`], the store under `tmp` (on `disk` when given).
+fn hub_in(tmp: tempfile::TempDir, disk: Option<Tmpfs>, extra: &[&str]) -> Hub {
     let store = tmp.path().join("store");
     let mut args: Vec<&OsStr> = ["hub", "serve", "--listen", "127.0.0.1:0", "--store"]
         .iter()
@@ -32,7 +40,12 @@ fn hub(extra: &[&str]) -> Hub {
     args.push(store.as_os_str());
     args.extend(extra.iter().map(OsStr::new));
     let d = Daemon::spawn(BIN, &tmp.path().join("home"), &args, &[]);
-    Hub { tmp, d, store }
+    Hub {
+        d,
+        disk,
+        tmp,
+        store,
+    }
 }
 
 impl Hub {
@@ -480,4 +493,98 @@ fn a_write_refreshes_only_the_skill_it_changed() {
         h.discover("zebra pipelines tax invoices").is_empty(),
         "a write walked the whole tree"
     );
+}
+
+#[test]
+fn a_full_store_disk_refuses_a_publish_with_507_and_the_hub_serves_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let disk = match Tmpfs::mount(&tmp.path().join("store"), 16 << 20) {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let h = hub_in(tmp, Some(disk), &[]);
+    let t = h.token("publish");
+    let zip = |name: &str, version: &str| {
+        let md = skill_md(
+            name,
+            version,
+            &format!("# {name}\n\n- run the {name} checklist"),
+        );
+        zip_of(&[(&format!("{name}/SKILL.md"), md.as_bytes())])
+    };
+    let (st, v) = h.call(
+        "POST",
+        "/openapi/v1/skills",
+        Some(&t),
+        &zip("deploy-notes", "1"),
+    );
+    assert_eq!(st, 201, "{v}");
+    let before = files_under(&h.store);
+
+    let filler = h.disk.as_ref().unwrap().fill();
+    for (name, version) in [("deploy-notes", "2"), ("kube-rollback", "1")] {
+        let (st, v) = h.call("POST", "/openapi/v1/skills", Some(&t), &zip(name, version));
+        assert_eq!(
+            (st, v["status"].as_u64()),
+            (507, Some(60012)),
+            "{name} {version}: {v}; stderr: {}",
+            h.d.stderr()
+        );
+        assert!(
+            v["error"].as_str().unwrap().contains("out of disk space"),
+            "{v}"
+        );
+    }
+    // Nothing of the refused publishes is stored or served; reads go on.
+    std::fs::remove_file(&filler).unwrap();
+    let mut now = files_under(&h.store);
+    now.retain(|f| !f.starts_with("tmp/"));
+    let mut was = before.clone();
+    was.retain(|f| !f.starts_with("tmp/"));
+    assert_eq!(now, was);
+    assert_eq!(h.discover("deploy checklist"), ["deploy-notes"]);
+    let (st, v) = h.call("GET", "/openapi/v1/skills/deploy-notes", None, b"");
+    assert_eq!(st, 200, "{v}");
+    assert!(
+        v["result"]["skill_md"]
+            .as_str()
+            .unwrap()
+            .contains("version: 1"),
+        "{v}"
+    );
+    assert!(
+        h.d.stderr().contains("out of disk space"),
+        "{}",
+        h.d.stderr()
+    );
+
+    // Space freed: the same publishes go in.
+    for (name, version) in [("deploy-notes", "2"), ("kube-rollback", "1")] {
+        let (st, v) = h.call("POST", "/openapi/v1/skills", Some(&t), &zip(name, version));
+        assert_eq!(st, 201, "{name} {version}: {v}");
+    }
+    let mut found = h.discover("checklist");
+    found.sort();
+    assert_eq!(found, ["deploy-notes", "kube-rollback"]);
+}
+
+/// Every file under `dir`, relative, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out.sort();
+    out
 }

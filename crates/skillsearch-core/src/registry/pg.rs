@@ -26,8 +26,8 @@
 //! pgvector: nothing is searched in the database, see `docs/hub-store.md`).
 
 use super::store::{
-    LiveTree, Published, Scope, StoreError, Validated, Version, hex, now, republished, valid_name,
-    validate,
+    LiveTree, Published, Scope, StoreError, Validated, Version, hex, io, now, republished,
+    valid_name, validate,
 };
 use crate::retrieve::semantic::SharedVectors;
 use postgres::fallible_iterator::FallibleIterator;
@@ -396,10 +396,7 @@ impl PgStore {
         let config = parse_uri(uri)?;
         for sub in ["live", "tmp"] {
             let d = cache_dir.join(sub);
-            std::fs::create_dir_all(&d).map_err(|e| StoreError::Io {
-                path: d.clone(),
-                source: e,
-            })?;
+            std::fs::create_dir_all(&d).map_err(|e| io(&d, e))?;
         }
         let store = PgStore {
             config,
@@ -420,10 +417,7 @@ impl PgStore {
         let marker = cache_dir.join(SYNCED_FILE);
         match store.sync() {
             Ok(_) => {
-                std::fs::write(&marker, &store.shown).map_err(|e| StoreError::Io {
-                    path: marker.clone(),
-                    source: e,
-                })?;
+                std::fs::write(&marker, &store.shown).map_err(|e| io(&marker, e))?;
                 Ok(store)
             }
             Err(StoreError::Database(why))
@@ -453,6 +447,13 @@ impl PgStore {
     }
 
     fn db_error(&self, e: &postgres::Error) -> StoreError {
+        if e.code() == Some(&postgres::error::SqlState::DISK_FULL) {
+            return StoreError::Full(format!(
+                "hub store at {}: the database's disk is full: {}",
+                self.shown,
+                describe(e)
+            ));
+        }
         StoreError::Database(format!("hub store at {}: {}", self.shown, describe(e)))
     }
 
@@ -742,7 +743,7 @@ impl PgStore {
         if place.as_ref() != Some(&now) {
             let p = self.cache.join(PLACE_FILE);
             crate::fsio::write_atomic(&p, &serde_json::to_vec(&now).unwrap_or_default())
-                .map_err(|(p, e)| StoreError::Io { path: p, source: e })?;
+                .map_err(|(p, e)| io(&p, e))?;
             *place = Some(now);
         }
         Ok(synced)

@@ -50,9 +50,22 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The disk the store writes to (or its database's) is full: the write was not made, and
+    /// none will be until space is freed. The message names the store or file.
+    #[error("{0}")]
+    Full(String),
 }
 
-fn io(path: &Path, source: std::io::Error) -> StoreError {
+/// The error of a file operation on `path`: [`StoreError::Full`] when the disk is full (or a
+/// quota reached), else [`StoreError::Io`].
+pub(crate) fn io(path: &Path, source: std::io::Error) -> StoreError {
+    use std::io::ErrorKind::{QuotaExceeded, StorageFull};
+    if matches!(source.kind(), StorageFull | QuotaExceeded) {
+        return StoreError::Full(format!(
+            "{}: no space left on the hub store's disk ({source})",
+            path.display()
+        ));
+    }
     StoreError::Io {
         path: path.to_path_buf(),
         source,
@@ -257,9 +270,28 @@ impl Store {
             return republished(name, version, skipped, &sha, (&v.sha256, v.yanked));
         }
         let vdir = self.dir.join("versions").join(&name);
+        let new_skill = history.is_empty();
+        // Takes back a version that was not stored whole: the bundle first, whose space lets
+        // the history be written again; a skill's first version, its directory.
+        let take_back = |zpath: &Path, before: &[Version]| {
+            let undone = if new_skill {
+                std::fs::remove_dir_all(&vdir).map_err(|e| io(&vdir, e))
+            } else {
+                let _ = std::fs::remove_file(zpath);
+                self.save_history(&name, before)
+            };
+            if let Err(undo) = undone {
+                tracing::error!(target: "hub", skill = %name, version = %version, error = %undo,
+                    "a failed publish could not be taken back");
+            }
+        };
         std::fs::create_dir_all(&vdir).map_err(|e| io(&vdir, e))?;
         let zpath = vdir.join(format!("{version}.zip"));
-        crate::fsio::write_atomic(&zpath, &zip).map_err(|(p, e)| io(&p, e))?;
+        if let Err((p, e)) = crate::fsio::write_atomic(&zpath, &zip) {
+            take_back(&zpath, &history);
+            return Err(io(&p, e));
+        }
+        let before = history.clone();
         history.push(Version {
             version: version.clone(),
             sha256: sha.clone(),
@@ -267,8 +299,14 @@ impl Store {
             yanked: false,
             size: zip.len() as u64,
         });
-        self.save_history(&name, &history)?;
-        self.tree.go_live(&name, Some((&version, &sha, &zip)))?;
+        let stored = self
+            .save_history(&name, &history)
+            .and_then(|()| self.tree.go_live(&name, Some((&version, &sha, &zip))));
+        if let Err(e) = stored {
+            // Not served (a full disk, most often): nothing of the version stays.
+            take_back(&zpath, &before);
+            return Err(e);
+        }
         Ok(Published {
             name,
             version,
@@ -535,7 +573,7 @@ fn validate_staged(archive: &[u8], stage: &Path) -> Result<Validated, StoreError
             CoreError::BundleTooLarge { limit, .. } => StoreError::Rejected(format!(
                 "the archive inflates past {limit} bytes, the most a skill may hold"
             )),
-            CoreError::Io { path, source } => StoreError::Io { path, source },
+            CoreError::Io { path, source } => io(&path, source),
             other => StoreError::Rejected(other.to_string()),
         })?;
     // A file too large to serve would leave the skill without it: the publish is refused, not

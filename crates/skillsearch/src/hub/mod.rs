@@ -24,8 +24,10 @@
 //! `source` is 422), 60003 (503, the bundle could not be built), 60005 (429 with `Retry-After`),
 //! 60006 (403, the token's scope does not allow the call), 60007 (409, the version exists with
 //! other content), 60008 (422 or 413, the published archive is refused; the message says why),
-//! 60010 (409, vectors asked for another model), 60011 (503, the model still loading), 20001
-//! (500). Rate limits per client address and minute: discover, search and read share one
+//! 60009 (503, the store's database cannot be reached, or a write waited 30 s for the one
+//! before it), 60010 (409, vectors asked for another model), 60011 (503, the model still
+//! loading), 60012 (507, the store's disk, or its database's, is full: nothing was written),
+//! 20001 (500). Rate limits per client address and minute: discover, search and read share one
 //! budget (120), downloads have their own (30), and so do publishes, yanks and deletes (30).
 //!
 //! Reads are open unless the server runs with `--require-token` (or `--token-file`): then every

@@ -23,6 +23,15 @@ fn store_fail(e: StoreError) -> Fail {
         StoreError::Conflict(_) => (StatusCode::CONFLICT, 60007),
         StoreError::NotFound(_) => (StatusCode::NOT_FOUND, 60001),
         StoreError::Io { .. } => return Fail::internal(format!("hub store: {e}")),
+        StoreError::Full(why) => {
+            tracing::error!(target: "hub", error = %why, "hub store out of disk space: writes are refused until space is freed");
+            return Fail {
+                http: StatusCode::INSUFFICIENT_STORAGE,
+                code: 60012,
+                message: "the hub's store is out of disk space: nothing was changed by this call; the hub's operator must free space (or grow the disk) before writes succeed again".into(),
+                retry_after: Some(60),
+            };
+        }
         StoreError::Database(why) => {
             tracing::warn!(target: "hub", error = %why, "hub store unavailable");
             return Fail {
