@@ -5,7 +5,14 @@
 //! offset in the query list) for `--seconds`. An error is a failed request, a status other
 //! than 200 or an envelope whose `status` is not 0. Prints latency percentiles, throughput,
 //! errors and the server's peak RSS; fails (exit 1) on any error.
+//!
+//! With `--pg` the hub serves a PostgreSQL store instead of `--skills`: a PostgreSQL of the
+//! bench's own (PyPI `pgserver`) is started, migrated and seeded with `--count` skills of
+//! `--skills` (their descriptions and bodies under generated names, as `hub-write` seeds), and
+//! the hub runs with `--store URI` alone: what it answers from is the replica's tree and index
+//! derived from the database. The time to ready then includes that derivation.
 
+use crate::hub_write::{run_bin, seed_pg, sources};
 use crate::soak::{Conn, percentile};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -42,6 +49,13 @@ pub struct HubLoadArgs {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+    /// Serve a PostgreSQL store seeded from `--skills` (see the module's text); `--home` is
+    /// emptied first
+    #[arg(long)]
+    pub pg: bool,
+    /// With `--pg`: how many skills to seed
+    #[arg(long, default_value_t = 60_000)]
+    pub count: usize,
 }
 
 /// Percent-encodes a query-string value.
@@ -80,10 +94,40 @@ pub fn run(a: &HubLoadArgs) -> Result<()> {
     if queries.is_empty() {
         bail!("{} holds no queries", a.queries.display());
     }
+    // --pg: the database outlives the server (dropped at the end of `run`).
+    let mut pg = None;
+    let mut seed_s = None;
+    let source: Vec<String> = if a.pg {
+        let t = Instant::now();
+        let _ = std::fs::remove_dir_all(&a.home);
+        let stage = a.home.join("stage");
+        std::fs::create_dir_all(&stage)?;
+        let src = sources(&a.skills, a.count)?;
+        let db = skillsearch_testkit::pg::Postgres::new()
+            .context("no PostgreSQL: pip install pgserver")?;
+        let uri = db.uri();
+        run_bin(
+            &a.bin,
+            &a.home.join("admin"),
+            &["hub", "migrate", "--store", &uri],
+        )?;
+        seed_pg(&uri, &src, &stage)?;
+        std::fs::remove_dir_all(&stage)?;
+        pg = Some(db);
+        seed_s = Some(t.elapsed().as_secs_f64());
+        vec!["--store".into(), uri]
+    } else {
+        vec!["--skills".into(), a.skills.to_string_lossy().into_owned()]
+    };
+    let home = if a.pg {
+        a.home.join("replica")
+    } else {
+        a.home.clone()
+    };
     let started = Instant::now();
     let mut child = Command::new(&a.bin)
         .arg("--home")
-        .arg(&a.home)
+        .arg(&home)
         .args([
             "hub",
             "serve",
@@ -93,9 +137,8 @@ pub fn run(a: &HubLoadArgs) -> Result<()> {
             "0",
             "--rate-download",
             "0",
-            "--skills",
         ])
-        .arg(&a.skills)
+        .args(&source)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -170,6 +213,8 @@ pub fn run(a: &HubLoadArgs) -> Result<()> {
         let first = first_error.lock().unwrap().clone();
         Ok(json!({
             "skills": a.skills.display().to_string(), "clients": a.clients, "seconds": wall,
+            "store": if a.pg { "postgresql" } else { "skills" }, "seeded": a.pg.then_some(a.count),
+            "seed_s": seed_s,
             "ready_s": ready_s, "requests": lat.len(), "rps": lat.len() as f64 / wall,
             "errors": errors.load(Ordering::Relaxed), "first_error": first,
             "latency_ms": {"p50": percentile(&lat, 0.50), "p95": percentile(&lat, 0.95),
@@ -179,11 +224,19 @@ pub fn run(a: &HubLoadArgs) -> Result<()> {
     })();
     let _ = child.kill();
     let _ = child.wait();
+    drop(pg);
     let r = result?;
     if a.json {
         println!("{r}");
     } else {
         let l = &r["latency_ms"];
+        if a.pg {
+            println!(
+                "PostgreSQL store seeded with {} skills in {:.1} s",
+                a.count,
+                r["seed_s"].as_f64().unwrap_or(0.0)
+            );
+        }
         println!(
             "hub discover, {} clients, {:.0} s: {} requests ({:.0}/s), {} errors; latency ms p50 {:.2} / p95 {:.2} / p99 {:.2} / max {:.2}; server ready in {:.1} s, peak RSS {} MB",
             a.clients,
