@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use skillsearch_core::config::Secret;
 use skillsearch_core::corpus::bundle;
 use skillsearch_core::{Error, HubClient, HubSettings, HubSource, Roots, SkillSource};
-use skillsearch_testkit::{Fake, Reply, hub_ok, zip_of, zip_reply};
+use skillsearch_testkit::{Fake, Reply, files_under, hub_ok, zip_of, zip_reply};
 use std::collections::HashMap;
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
@@ -71,27 +71,6 @@ fn hub_with(bundles: HashMap<&'static str, Vec<u8>>) -> Fake {
             _ => Reply::Json(404, json!({"error": "not found", "status": 60001})),
         }
     })
-}
-
-/// Every file under `dir` (relative), sorted.
-fn files_under(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().display().to_string());
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 fn assert_cache_empty(cache: &Path) {

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 use skillsearch_core::{Error, Market, MarketSettings, Marketplace, SkillSource};
-use skillsearch_testkit::{Fake, Reply, Req, zip_of, zip_reply};
+use skillsearch_testkit::{Fake, Reply, Req, files_under, zip_of, zip_reply};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -301,25 +301,6 @@ fn skillhub_cn_needs_code_zero_and_drops_flagged_reports() {
         e.to_string().contains("code 40001 `keyword too short`"),
         "{e}"
     );
-}
-
-/// Every file under `dir`.
-fn files_under(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            } else {
-                out.push(e.path().display().to_string());
-            }
-        }
-    }
-    out
 }
 
 #[test]

@@ -64,6 +64,28 @@ impl Default for Env {
     }
 }
 
+/// Every file under `dir` (not the directories), relative to it, sorted; nothing when `dir`
+/// cannot be read.
+pub fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(dir) {
+                out.push(rel.display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Writes `bytes` at `path`, creating its parent directories; returns the path.
 pub fn write_file(path: &Path, bytes: impl AsRef<[u8]>) -> PathBuf {
     fs::create_dir_all(path.parent().unwrap()).unwrap();

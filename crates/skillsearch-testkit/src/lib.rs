@@ -18,5 +18,6 @@ pub use fake::{
     dead_openai_base, hub_ok, vectors, zip_reply,
 };
 pub use files::{
-    Env, command, golden, golden_file, write_file, write_skill, write_titled_skill, zip_of,
+    Env, command, files_under, golden, golden_file, write_file, write_skill, write_titled_skill,
+    zip_of,
 };

@@ -7,7 +7,7 @@ use serde_json::Value;
 use skillsearch_core::{HubClient, HubSettings};
 use skillsearch_testkit::daemon::{Daemon, http};
 use skillsearch_testkit::sys::Tmpfs;
-use skillsearch_testkit::{command, write_file, write_skill, zip_of};
+use skillsearch_testkit::{command, files_under, write_file, write_skill, zip_of};
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -569,22 +569,4 @@ fn a_full_store_disk_refuses_a_publish_with_507_and_the_hub_serves_on() {
     let mut found = h.discover("checklist");
     found.sort();
     assert_eq!(found, ["deploy-notes", "kube-rollback"]);
-}
-
-/// Every file under `dir`, relative, sorted.
-fn files_under(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    out.sort();
-    out
 }
