@@ -288,7 +288,11 @@ impl Store {
         std::fs::create_dir_all(&vdir).map_err(|e| io(&vdir, e))?;
         let zpath = vdir.join(format!("{version}.zip"));
         if let Err((p, e)) = crate::fsio::write_atomic(&zpath, &zip) {
-            take_back(&zpath, &history);
+            // The bundle was not written (the write is atomic): only a first version's new
+            // directory is left to remove.
+            if new_skill {
+                let _ = std::fs::remove_dir_all(&vdir);
+            }
             return Err(io(&p, e));
         }
         let before = history.clone();
