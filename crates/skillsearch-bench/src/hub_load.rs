@@ -12,13 +12,12 @@
 //! the hub runs with `--store URI` alone: what it answers from is the replica's tree and index
 //! derived from the database. The time to ready then includes that derivation.
 
+use crate::hub_child::HubChild;
 use crate::hub_write::{run_bin, seed_pg, sources};
 use crate::soak::{Conn, percentile};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -124,36 +123,11 @@ pub fn run(a: &HubLoadArgs) -> Result<()> {
     } else {
         a.home.clone()
     };
-    let started = Instant::now();
-    let mut child = Command::new(&a.bin)
-        .arg("--home")
-        .arg(&home)
-        .args([
-            "hub",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--rate-read",
-            "0",
-            "--rate-download",
-            "0",
-        ])
-        .args(&source)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("cannot start {}", a.bin.display()))?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line)?;
-    let v: Value = serde_json::from_str(&line)
-        .with_context(|| format!("the hub printed {line:?} instead of its address"))?;
-    let addr = v["listening"]
-        .as_str()
-        .context("no listening address")?
-        .trim_start_matches("http://")
-        .to_owned();
-    let ready_s = started.elapsed().as_secs_f64();
+    let mut args = vec!["--rate-download".to_owned(), "0".to_owned()];
+    args.extend(source);
+    let server = HubChild::start(&a.bin, &home, &args, &[], None)?;
+    let addr = server.addr.clone();
+    let ready_s = server.ready_s;
     let path = |q: &str| format!("/openapi/v1/skills?q={}&limit={}", encode(q), a.limit);
     let result = (|| -> Result<Value> {
         // Warm-up: every query once (the first loads the BPE tables, fills page caches).
@@ -219,11 +193,10 @@ pub fn run(a: &HubLoadArgs) -> Result<()> {
             "errors": errors.load(Ordering::Relaxed), "first_error": first,
             "latency_ms": {"p50": percentile(&lat, 0.50), "p95": percentile(&lat, 0.95),
                            "p99": percentile(&lat, 0.99), "max": percentile(&lat, 1.0)},
-            "server_peak_rss_mb": vm_hwm_kb(child.id()).map(|k| k / 1024),
+            "server_peak_rss_mb": vm_hwm_kb(server.child.id()).map(|k| k / 1024),
         }))
     })();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     drop(pg);
     let r = result?;
     if a.json {

@@ -11,13 +11,14 @@
 //! `total` = `--count`, polled every 50 ms from the process's start. It prints figures and fails
 //! only when a server does.
 
+use crate::hub_child::HubChild;
 use crate::hub_write::{run_bin, seed_pg, sources};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::ffi::OsStr;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct HubVectorsArgs {
@@ -44,57 +45,18 @@ pub struct HubVectorsArgs {
     pub json: bool,
 }
 
-/// A `hub serve` child, killed when dropped.
-struct Replica {
-    child: Child,
-    addr: String,
-    started: Instant,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(a: &HubVectorsArgs, home: &Path, store: &str, log: &Path) -> Result<Replica> {
-    let started = Instant::now();
-    let mut child = Command::new(&a.bin)
-        .arg("--home")
-        .arg(home)
-        .args([
-            "hub",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--rate-read",
-            "0",
-            "--store",
-            store,
-        ])
-        .env("SKILLSEARCH_EMBEDDING_MODEL_DIR", &a.model)
-        .env("SKILLSEARCH_EMBEDDING_PRECISION", &a.precision)
-        .env("SKILLSEARCH_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log)?)
-        .spawn()
-        .with_context(|| format!("cannot start {}", a.bin.display()))?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line)?;
-    let v: Value = serde_json::from_str(&line)
-        .with_context(|| format!("the hub printed {line:?}; see {}", log.display()))?;
-    let addr = v["listening"]
-        .as_str()
-        .context("no listening address")?
-        .trim_start_matches("http://")
-        .to_owned();
-    Ok(Replica {
-        child,
-        addr,
-        started,
-    })
+fn start(a: &HubVectorsArgs, home: &Path, store: &str, log: &Path) -> Result<HubChild> {
+    HubChild::start(
+        &a.bin,
+        home,
+        &["--store", store],
+        &[
+            ("SKILLSEARCH_EMBEDDING_MODEL_DIR", a.model.as_os_str()),
+            ("SKILLSEARCH_EMBEDDING_PRECISION", OsStr::new(&a.precision)),
+            ("SKILLSEARCH_LOG", OsStr::new("info")),
+        ],
+        Some(log),
+    )
 }
 
 /// One GET on a new connection: the body as JSON.
@@ -113,7 +75,7 @@ fn get(addr: &str, path: &str) -> Result<Value> {
 }
 
 /// Seconds from `r`'s start until it serves a vector for each of `count` skills.
-fn ready(r: &mut Replica, count: usize, log: &Path) -> Result<f64> {
+fn ready(r: &mut HubChild, count: usize, log: &Path) -> Result<f64> {
     loop {
         if let Some(status) = r.child.try_wait()? {
             bail!("the replica exited ({status}); see {}", log.display());

@@ -24,13 +24,13 @@
 //!    includes whatever a write sets off in the background (a follower's sync, a watcher's
 //!    refresh).
 
+use crate::hub_child::HubChild;
 use crate::soak::{Conn, percentile};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
@@ -78,60 +78,14 @@ fn cpu_of(pid: u32) -> Result<f64> {
     Ok(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
 }
 
-/// A `hub serve` child, killed when dropped.
-struct Server {
-    child: Child,
-    addr: String,
-    ready_s: f64,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(bin: &Path, home: &Path, store: &str, log: &Path) -> Result<Server> {
-    let t = Instant::now();
-    let mut child = Command::new(bin)
-        .arg("--home")
-        .arg(home)
-        .args([
-            "hub",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--rate-read",
-            "0",
-            "--rate-publish",
-            "0",
-            "--store",
-            store,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log)?)
-        .spawn()
-        .with_context(|| format!("cannot start {}", bin.display()))?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line)?;
-    let v: Value = serde_json::from_str(&line).with_context(|| {
-        format!(
-            "the hub printed {line:?} instead of its address; see {}",
-            log.display()
-        )
-    })?;
-    let addr = v["listening"]
-        .as_str()
-        .context("no listening address")?
-        .trim_start_matches("http://")
-        .to_owned();
-    Ok(Server {
-        child,
-        addr,
-        ready_s: t.elapsed().as_secs_f64(),
-    })
+fn serve(bin: &Path, home: &Path, store: &str, log: &Path) -> Result<HubChild> {
+    HubChild::start(
+        bin,
+        home,
+        &["--rate-publish", "0", "--store", store],
+        &[],
+        Some(log),
+    )
 }
 
 /// Writes `<dir>/<name>/SKILL.md` (a valid hub skill: a slug name, a description, a version).
@@ -327,7 +281,7 @@ fn until(c: &mut Conn, marker: &str, name: &str, shown: bool, t: Instant) -> Res
 
 /// Each server's CPU while `writes` run `gap` apart, less its idle rate, per write (ms).
 fn cpu_per_write(
-    servers: &[&Server],
+    servers: &[&HubChild],
     idle_rate: &[f64],
     writes: usize,
     gap: Duration,
@@ -417,7 +371,7 @@ pub fn run(a: &HubWriteArgs) -> Result<()> {
     } else {
         None
     };
-    let servers: Vec<&Server> = std::iter::once(&server_a)
+    let servers: Vec<&HubChild> = std::iter::once(&server_a)
         .chain(server_b.as_ref())
         .collect();
     let mut ca = Conn::new(&server_a.addr);

@@ -10,6 +10,7 @@
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod disclosure_bench;
+mod hub_child;
 mod hub_load;
 mod hub_vectors;
 mod hub_write;
